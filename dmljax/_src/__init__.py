@@ -1,0 +1,1 @@
+"""Private implementation of dmljax; import from :mod:`dmljax` instead."""

@@ -1,0 +1,245 @@
+"""ARGMIN and ARGMAX: the flat index of the extreme element over one or more axes.
+
+DirectML semantics (seed ``DML_ARGMIN_OPERATOR_DESC``, SPEC §3):
+
+* the output keeps the input's rank, with size 1 on every reduced axis;
+* the index is the row-major flat index over the reduced axes only, taken in
+  ascending axis order whatever order ``axes`` lists them in;
+* INCREASING returns the first extreme element, DECREASING the last one;
+* a NaN counts as the extreme for both argmin and argmax; -0.0 equals +0.0.
+
+REDUCE's ARGMIN/ARGMAX functions are this operator with INCREASING.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.typing import ArrayLike
+
+from dmljax._src import axes as axes_lib
+from dmljax._src import descriptor_path, dtypes, ordering, tensor_desc
+from dmljax._src.axes import AxisDirection
+from dmljax._src.dtypes import DataType
+from dmljax._src.errors import Problems
+from dmljax._src.tensor_desc import TensorDesc
+
+INDEX_DATA_TYPES = (DataType.UINT32, DataType.INT32, DataType.UINT64, DataType.INT64)
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgMinDesc:
+  """``DML_ARGMIN_OPERATOR_DESC``: index of the smallest element over ``axes``.
+
+  Example:
+    >>> import dmljax as dml, numpy as np
+    >>> desc = dml.ArgMinDesc(dml.TensorDesc(dml.DataType.FLOAT32, (5,)),
+    ...                       dml.TensorDesc(dml.DataType.UINT32, (1,)), axes=(0,),
+    ...                       axis_direction=dml.AxisDirection.DECREASING)
+    >>> dml.execute(desc, np.array([1., 2., 3., 2., 1.], np.float32)).tolist()
+    [4]
+  """
+
+  input_tensor: TensorDesc
+  output_tensor: TensorDesc
+  axes: tuple[int, ...]
+  axis_direction: AxisDirection
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgMaxDesc:
+  """``DML_ARGMAX_OPERATOR_DESC``: index of the largest element over ``axes``.
+
+  Example:
+    >>> import dmljax as dml, numpy as np
+    >>> desc = dml.ArgMaxDesc(dml.TensorDesc(dml.DataType.FLOAT32, (5,)),
+    ...                       dml.TensorDesc(dml.DataType.UINT32, (1,)), axes=(0,),
+    ...                       axis_direction=dml.AxisDirection.INCREASING)
+    >>> dml.execute(desc, np.array([1., 3., 2., 3., 1.], np.float32)).tolist()
+    [1]
+  """
+
+  input_tensor: TensorDesc
+  output_tensor: TensorDesc
+  axes: tuple[int, ...]
+  axis_direction: AxisDirection
+
+
+def check_reduced_index(
+  p: Problems, shape: tuple[int, ...], axes: tuple[int, ...], index_dtype: np.dtype | None
+) -> bool:
+  """The flat index over the reduced axes must fit the index type."""
+  if index_dtype is None:
+    return True
+  count = math.prod(shape[a] for a in axes)
+  return dtypes.index_dtype_can_hold(
+    p, "index dtype", index_dtype, count - 1, f"the {count} reduced elements of axes {axes}"
+  )
+
+
+def _check_arg_reduce(
+  p: Problems, shape: tuple[int, ...], axes: Any, index_dtype: np.dtype | None, *, source: str, allow_negative: bool
+) -> tuple[int, ...] | None:
+  if not axes_lib.rank_in_range(p, source, shape):
+    return None
+  canonical = axes_lib.canonical_axes(p, "axes", axes, len(shape), allow_negative=allow_negative, allow_empty=False)
+  if canonical is None or not check_reduced_index(p, shape, canonical, index_dtype):
+    return None
+  return canonical
+
+
+def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+  return tuple(1 if d in axes else s for d, s in enumerate(shape))
+
+
+@functools.partial(jax.jit, static_argnames=("axes", "find_max", "last", "index_dtype", "keepdims"))
+def arg_extreme(
+  x: jax.Array, *, axes: tuple[int, ...], find_max: bool, last: bool, index_dtype: np.dtype, keepdims: bool
+) -> jax.Array:
+  """First (or ``last``) flat index of the max (or min) over ``axes``; NaN is the extreme either way."""
+  out_shape = reduced_shape(x.shape, axes) if keepdims else tuple(s for d, s in enumerate(x.shape) if d not in axes)
+  count = math.prod(x.shape[a] for a in axes)
+  if count == 1:
+    return jnp.zeros(out_shape, index_dtype)
+  if find_max:
+    key = ordering.ascending_key(x)
+  else:
+    key = ordering.descending_key(x)
+    if dtypes.is_float(x.dtype):
+      key = jnp.where(jnp.isnan(x), np.array(np.iinfo(key.dtype).max, key.dtype), key)
+  flat_dtype = np.dtype(np.int32) if count <= np.iinfo(np.int32).max else np.dtype(np.int64)
+  flat = jnp.zeros(x.shape, flat_dtype)
+  stride = 1
+  for a in reversed(axes):
+    flat = flat + lax.broadcasted_iota(flat_dtype, x.shape, a) * np.array(stride, flat_dtype)
+    stride *= x.shape[a]
+
+  def pick(a: tuple[jax.Array, jax.Array], b: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+    (key_a, index_a), (key_b, index_b) = a, b
+    wins_tie = index_a > index_b if last else index_a < index_b
+    take_a = (key_a > key_b) | ((key_a == key_b) & wins_tie)
+    return jnp.where(take_a, key_a, key_b), jnp.where(take_a, index_a, index_b)
+
+  init_key = np.array(np.iinfo(key.dtype).min, key.dtype)
+  init_index = np.array(-1 if last else np.iinfo(flat_dtype).max, flat_dtype)
+  _, index = lax.reduce((key, flat), (init_key, init_index), pick, axes)
+  return index.astype(index_dtype).reshape(out_shape)
+
+
+def _functional(
+  name: str, find_max: bool, x: ArrayLike, axes: Any, direction: Any, keepdims: bool, index_dtype: Any
+) -> jax.Array:
+  p = Problems(name)
+  array = dtypes.as_array(p, "x", x)
+  canonical_direction = axes_lib.canonical_direction(p, "direction", direction)
+  canonical_index = dtypes.canonical_index_dtype(p, "index_dtype", index_dtype)
+  canonical_axes = None
+  if array is not None and dtypes.require_numeric(p, "x", np.dtype(array.dtype)):
+    canonical_axes = _check_arg_reduce(p, array.shape, axes, canonical_index, source="x", allow_negative=True)
+  p.raise_if_any()
+  assert array is not None and canonical_axes is not None and canonical_index is not None
+  return arg_extreme(
+    array,
+    axes=canonical_axes,
+    find_max=find_max,
+    last=canonical_direction == AxisDirection.DECREASING,
+    index_dtype=canonical_index,
+    keepdims=bool(keepdims),
+  )
+
+
+_DOC = r"""The flat index of the {extreme} element over ``axes``, DirectML {op}.
+
+  Over the elements :math:`x[\ldots]` selected by ``axes``, returns the row-major
+  flat index :math:`\sum_j i_{{a_j}} \prod_{{l>j}} n_{{a_l}}` (axes :math:`a_j` in
+  ascending order) of the {extreme} element: the first one for INCREASING, the
+  last one for DECREASING. A NaN counts as the {extreme}; -0.0 equals +0.0.
+
+  Args:
+    x: array of any integer or floating dtype (bfloat16 included), rank 1 to 8.
+    axes: an axis or a sequence of distinct axes (negative count from the end);
+      ``None`` (default) means every axis.
+    direction: ``"increasing"`` (default, first index on ties) or
+      ``"decreasing"`` (last index), or a :class:`AxisDirection`.
+    keepdims: keep the reduced axes with size 1 (default, DirectML's layout).
+    index_dtype: int32, int64, uint32 (default) or uint64.
+
+  Returns:
+    The indices, of ``index_dtype``.
+
+  Raises:
+    DescriptorError: at trace time, for a bad rank, axes, direction or index
+      dtype, or when the reduced element count cannot be indexed by it.
+
+  Example:
+    >>> import dmljax as dml, jax.numpy as jnp
+    >>> x = jnp.array([[1., 2., 3.], [3., 0., 4.], [2., 5., 2.]])
+    >>> dml.{func}(x, (0, 1)).tolist()
+    {example}
+  """
+
+
+def argmin(
+  x: ArrayLike,
+  axes: int | Sequence[int] | None = None,
+  *,
+  direction: AxisDirection | str = "increasing",
+  keepdims: bool = True,
+  index_dtype: Any = jnp.uint32,
+) -> jax.Array:
+  return _functional("argmin", False, x, axes, direction, keepdims, index_dtype)
+
+
+def argmax(
+  x: ArrayLike,
+  axes: int | Sequence[int] | None = None,
+  *,
+  direction: AxisDirection | str = "increasing",
+  keepdims: bool = True,
+  index_dtype: Any = jnp.uint32,
+) -> jax.Array:
+  return _functional("argmax", True, x, axes, direction, keepdims, index_dtype)
+
+
+argmin.__doc__ = _DOC.format(extreme="smallest", op="ARGMIN", func="argmin", example="[[4]]")
+argmax.__doc__ = _DOC.format(extreme="largest", op="ARGMAX", func="argmax", example="[[7]]")
+
+_FIELDS_IN = ("input_tensor",)
+_FIELDS_OUT = ("output_tensor",)
+
+
+def execute_arg_reduce(desc: ArgMinDesc | ArgMaxDesc, inputs: Sequence[Any], feature_level: Any) -> jax.Array:
+  """The descriptor path of ARGMIN and ARGMAX (see :func:`dmljax.execute`)."""
+  name = "ARGMAX" if isinstance(desc, ArgMaxDesc) else "ARGMIN"
+  p = Problems(name)
+  direction = axes_lib.canonical_direction(p, "axis_direction", desc.axis_direction)
+  tensors_ok = descriptor_path.check_descriptor(
+    p, desc, inputs, input_fields=_FIELDS_IN, output_fields=_FIELDS_OUT, table=name, feature_level=feature_level
+  )
+  axes = None
+  if tensors_ok:
+    shape = desc.input_tensor.sizes
+    index_type = DataType(desc.output_tensor.data_type)
+    index_dtype = dtypes.numpy_dtype(index_type) if index_type in INDEX_DATA_TYPES else None
+    axes = _check_arg_reduce(p, shape, desc.axes, index_dtype, source="input_tensor", allow_negative=False)
+    if axes is not None:
+      tensor_desc.output_matches(p, "output_tensor", desc.output_tensor, reduced_shape(shape, axes), INDEX_DATA_TYPES)
+  p.raise_if_any()
+  assert axes is not None
+  (x,) = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)
+  return arg_extreme(
+    x,
+    axes=axes,
+    find_max=name == "ARGMAX",
+    last=direction == AxisDirection.DECREASING,
+    index_dtype=dtypes.numpy_dtype(desc.output_tensor.data_type),
+    keepdims=True,
+  )

@@ -1,0 +1,135 @@
+"""DirectML data types, their JAX dtypes, and the dtype rules shared by every operator."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dmljax._src.errors import Problems
+
+
+class DataType(enum.IntEnum):
+  """``DML_TENSOR_DATA_TYPE``, with the numeric values of ``directml.h``."""
+
+  FLOAT32 = 1
+  FLOAT16 = 2
+  UINT32 = 3
+  UINT16 = 4
+  UINT8 = 5
+  INT32 = 6
+  INT16 = 7
+  INT8 = 8
+  FLOAT64 = 9
+  UINT64 = 10
+  INT64 = 11
+
+
+_NUMPY_DTYPE: dict[DataType, np.dtype] = {
+  DataType.FLOAT32: np.dtype(np.float32),
+  DataType.FLOAT16: np.dtype(np.float16),
+  DataType.FLOAT64: np.dtype(np.float64),
+  DataType.UINT8: np.dtype(np.uint8),
+  DataType.UINT16: np.dtype(np.uint16),
+  DataType.UINT32: np.dtype(np.uint32),
+  DataType.UINT64: np.dtype(np.uint64),
+  DataType.INT8: np.dtype(np.int8),
+  DataType.INT16: np.dtype(np.int16),
+  DataType.INT32: np.dtype(np.int32),
+  DataType.INT64: np.dtype(np.int64),
+}
+_DATA_TYPE = {dtype: data_type for data_type, dtype in _NUMPY_DTYPE.items()}
+
+INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint32), np.dtype(np.uint64))
+
+
+def numpy_dtype(data_type: DataType) -> np.dtype:
+  """The NumPy/JAX dtype of a DirectML data type."""
+  return _NUMPY_DTYPE[DataType(data_type)]
+
+
+def data_type_of(dtype: Any) -> DataType | None:
+  """The DirectML data type of a dtype, or ``None`` where DirectML has none (bfloat16, bool)."""
+  return _DATA_TYPE.get(np.dtype(dtype))
+
+
+def x64_enabled() -> bool:
+  return bool(jax.config.read("jax_enable_x64"))
+
+
+def is_64bit(dtype: Any) -> bool:
+  return np.dtype(dtype).itemsize == 8
+
+
+def is_float(dtype: Any) -> bool:
+  return bool(jnp.issubdtype(dtype, jnp.floating))
+
+
+def is_integer(dtype: Any) -> bool:
+  return bool(jnp.issubdtype(dtype, jnp.integer))
+
+
+def is_signed_integer(dtype: Any) -> bool:
+  return bool(jnp.issubdtype(dtype, jnp.signedinteger))
+
+
+def dtype_name(dtype: Any) -> str:
+  return np.dtype(dtype).name
+
+
+def require_x64_for(p: Problems, field: str, dtype: Any) -> bool:
+  """A 64-bit type without ``jax_enable_x64`` is an error, never a silent downcast."""
+  return p.require(
+    not is_64bit(dtype) or x64_enabled(),
+    f"{field} of type {dtype_name(dtype)} needs jax.config.update('jax_enable_x64', True)",
+    f"{field}={dtype_name(dtype)} with jax_enable_x64 off",
+  )
+
+
+def canonical_index_dtype(p: Problems, field: str, index_dtype: Any) -> np.dtype | None:
+  """Checks an ``index_dtype`` option: one of int32, int64, uint32, uint64."""
+  try:
+    dtype = np.dtype(index_dtype)
+  except TypeError:
+    dtype = None
+  names = ", ".join(d.name for d in INDEX_DTYPES)
+  if not p.require(dtype in INDEX_DTYPES, f"{field} must be one of {names}", f"{field}={index_dtype!r}"):
+    return None
+  assert dtype is not None
+  return dtype if require_x64_for(p, field, dtype) else None
+
+
+def as_array(p: Problems, field: str, x: Any) -> jax.Array | None:
+  """``jnp.asarray(x)``, refusing 64-bit NumPy input without x64.
+
+  ``jnp.asarray`` would silently truncate a float64/int64 NumPy array when x64 is
+  off; SPEC §1 asks for an error instead.
+  """
+  declared = getattr(x, "dtype", None)
+  if declared is not None and not require_x64_for(p, field, declared):
+    return None
+  return jnp.asarray(x)
+
+
+def require_numeric(p: Problems, field: str, dtype: np.dtype, *, floats_only: bool = False) -> bool:
+  """Integer or floating dtypes (bool and complex have no DirectML meaning here)."""
+  if floats_only:
+    return p.require(is_float(dtype), f"{field} must have a floating dtype", f"{field} dtype={dtype.name}")
+  return p.require(
+    is_float(dtype) or is_integer(dtype),
+    f"{field} must have an integer or floating dtype",
+    f"{field} dtype={dtype.name}",
+  )
+
+
+def index_dtype_can_hold(p: Problems, field: str, index_dtype: np.dtype, largest: int, what: str) -> bool:
+  """An index of ``largest`` must be representable in ``index_dtype``."""
+  return p.require(
+    largest <= int(np.iinfo(index_dtype).max),
+    f"{field} {index_dtype.name} cannot index {what} (largest index {largest}, "
+    f"{index_dtype.name} holds at most {np.iinfo(index_dtype).max})",
+    f"{field}={index_dtype.name}",
+  )

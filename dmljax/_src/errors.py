@@ -1,0 +1,55 @@
+"""The library's one exception type and the collector that builds it.
+
+Every rule violation found while validating an operator call is gathered in a
+:class:`Problems` list first, so that one :class:`DescriptorError` names every
+failing field at once (chex-style) instead of stopping at the first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class DescriptorError(ValueError):
+  """An operator call that breaks a DirectML rule.
+
+  Raised at trace time, from shapes, dtypes and static parameters alone, so
+  ``jax.eval_shape`` and ``jax.jit(...).lower(...)`` raise it without data.
+  The message names the operator, each failing field, the rule and the value
+  given; :attr:`problems` holds the individual findings.
+  """
+
+  def __init__(self, operator: str, problems: list[str] | tuple[str, ...]):
+    self.operator = operator
+    self.problems = tuple(problems)
+    if len(self.problems) == 1:
+      message = f"{operator}: {self.problems[0]}"
+    else:
+      listed = "\n".join(f"  - {p}" for p in self.problems)
+      message = f"{operator}: {len(self.problems)} problems:\n{listed}"
+    super().__init__(message)
+
+
+class Problems:
+  """Collects rule violations for one operator call, then raises them together."""
+
+  def __init__(self, operator: str):
+    self.operator = operator
+    self._found: list[str] = []
+
+  def add(self, statement: str, got: str) -> None:
+    """Records ``"<statement>; got <got>"``, e.g. ``"k must satisfy ...; got k=5"``."""
+    self._found.append(f"{statement}; got {got}")
+
+  def require(self, ok: bool | np.bool_, statement: str, got: str) -> bool:
+    """Records the problem unless ``ok``; returns ``ok`` so callers can skip dependent checks."""
+    if not ok:
+      self.add(statement, got)
+    return bool(ok)
+
+  def __bool__(self) -> bool:
+    return bool(self._found)
+
+  def raise_if_any(self) -> None:
+    if self._found:
+      raise DescriptorError(self.operator, self._found)

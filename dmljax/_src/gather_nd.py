@@ -1,0 +1,266 @@
+"""GATHER_ND and GATHER_ND1: gather whole sub-blocks of the input addressed by index tuples.
+
+DirectML semantics (seed ``DML_GATHER_ND1_OPERATOR_DESC``, SPEC §4)::
+
+    output[batch, i...] = input[batch, indices[batch, i..., :], ...]
+
+* the first ``batch_dims`` dimensions of input and indices are batch dimensions
+  and must have equal sizes; the last indices dimension ``q`` is the tuple
+  length, ``1 <= q <= rank(input) - batch_dims``;
+* output shape = ``indices.shape[:-1] + input.shape[batch_dims + q:]``;
+* a negative signed index counts from the end (-1 is the last element), once;
+  then every coordinate is clamped to ``[0, size - 1]`` (DirectML's promise
+  that reads are clamped), so no index ever raises or reads out of bounds.
+
+In the descriptor path only the trailing ``input_dimension_count`` and
+``indices_dimension_count`` dimensions are meaningful (the rest are leading 1s),
+and the output is right-aligned to the common rank with leading 1s.
+GATHER_ND (v0) is GATHER_ND1 with ``batch_dimension_count = 0``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.typing import ArrayLike
+
+from dmljax._src import axes as axes_lib
+from dmljax._src import descriptor_path, dtypes, index_math, tensor_desc
+from dmljax._src.dtypes import DataType
+from dmljax._src.errors import Problems
+from dmljax._src.tensor_desc import TensorDesc
+
+
+@dataclasses.dataclass(frozen=True)
+class GatherNDDesc:
+  """``DML_GATHER_ND_OPERATOR_DESC``: GATHER_ND1 without batch dimensions.
+
+  Example:
+    >>> import dmljax as dml, numpy as np
+    >>> f32, u32 = dml.DataType.FLOAT32, dml.DataType.UINT32
+    >>> desc = dml.GatherNDDesc(dml.TensorDesc(f32, (2, 2)), dml.TensorDesc(u32, (2, 1)),
+    ...                         dml.TensorDesc(f32, (2, 2)), input_dimension_count=2,
+    ...                         indices_dimension_count=2)
+    >>> dml.execute(desc, np.array([[0., 1.], [2., 3.]], np.float32),
+    ...             np.array([[1], [0]], np.uint32)).tolist()
+    [[2.0, 3.0], [0.0, 1.0]]
+  """
+
+  input_tensor: TensorDesc
+  indices_tensor: TensorDesc
+  output_tensor: TensorDesc
+  input_dimension_count: int
+  indices_dimension_count: int
+
+
+@dataclasses.dataclass(frozen=True)
+class GatherND1Desc:
+  """``DML_GATHER_ND1_OPERATOR_DESC``: gather with ``batch_dimension_count`` batch dimensions.
+
+  Example:
+    >>> import dmljax as dml, numpy as np
+    >>> f32, u32 = dml.DataType.FLOAT32, dml.DataType.UINT32
+    >>> desc = dml.GatherND1Desc(dml.TensorDesc(f32, (2, 3)), dml.TensorDesc(u32, (2, 1)),
+    ...                          dml.TensorDesc(f32, (1, 2)), input_dimension_count=2,
+    ...                          indices_dimension_count=2, batch_dimension_count=1)
+    >>> dml.execute(desc, np.arange(6, dtype=np.float32).reshape(2, 3),
+    ...             np.array([[2], [0]], np.uint32)).tolist()
+    [[2.0, 3.0]]
+  """
+
+  input_tensor: TensorDesc
+  indices_tensor: TensorDesc
+  output_tensor: TensorDesc
+  input_dimension_count: int
+  indices_dimension_count: int
+  batch_dimension_count: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _Names:
+  x: str
+  indices: str
+  batch_dims: str
+  shape: str
+
+
+_FUNCTIONAL_NAMES = _Names("x", "indices", "batch_dims", "shape")
+_DESCRIPTOR_NAMES = _Names("input_tensor", "indices_tensor", "batch_dimension_count", "sizes")
+
+
+def _is_count(value: Any) -> bool:
+  return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _check_gather_nd(
+  p: Problems, x_shape: tuple[int, ...], indices_shape: tuple[int, ...], batch_dims: Any, names: _Names
+) -> tuple[int, ...] | None:
+  """Shared rules on the meaningful shapes; returns the output shape."""
+  if not (axes_lib.rank_in_range(p, names.x, x_shape) & axes_lib.rank_in_range(p, names.indices, indices_shape)):
+    return None
+  q = indices_shape[-1]
+  if not p.require(
+    _is_count(batch_dims) and 0 <= batch_dims < len(indices_shape),
+    f"{names.batch_dims} must be an integer in [0, {len(indices_shape) - 1}] (below the rank of {names.indices})",
+    f"{names.batch_dims}={batch_dims!r}",
+  ):
+    return None
+  ok = p.require(
+    1 <= q <= len(x_shape) - batch_dims,
+    f"{names.indices}.{names.shape}[-1] (the index tuple length) must be in "
+    f"[1, {len(x_shape) - batch_dims}] (rank of {names.x} minus {names.batch_dims})",
+    f"{names.indices}.{names.shape}={indices_shape}",
+  )
+  ok &= p.require(
+    x_shape[:batch_dims] == indices_shape[:batch_dims],
+    f"the {batch_dims} batch dimensions of {names.x} and {names.indices} must have equal sizes",
+    f"{names.x}.{names.shape}={x_shape}, {names.indices}.{names.shape}={indices_shape}",
+  )
+  if not ok:
+    return None
+  return indices_shape[:-1] + x_shape[batch_dims + q :]
+
+
+@functools.partial(jax.jit, static_argnames=("batch_dims",))
+def _gather_nd(x: jax.Array, indices: jax.Array, *, batch_dims: int) -> jax.Array:
+  q = indices.shape[-1]
+  indexed_sizes = x.shape[batch_dims : batch_dims + q]
+  positions = [index_math.wrap_and_clamp(indices[..., j], size) for j, size in enumerate(indexed_sizes)]
+  common = np.result_type(*(pos.dtype for pos in positions))
+  start = jnp.stack([pos.astype(common) for pos in positions], axis=-1)
+  batch = tuple(range(batch_dims))
+  indexed = tuple(range(batch_dims, batch_dims + q))
+  trailing = x.shape[batch_dims + q :]
+  dimension_numbers = lax.GatherDimensionNumbers(
+    offset_dims=tuple(range(indices.ndim - 1, indices.ndim - 1 + len(trailing))),
+    collapsed_slice_dims=indexed,
+    start_index_map=indexed,
+    operand_batching_dims=batch,
+    start_indices_batching_dims=batch,
+  )
+  return lax.gather(
+    x,
+    start,
+    dimension_numbers,
+    slice_sizes=(1,) * (batch_dims + q) + trailing,
+    mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS,
+  )
+
+
+def gather_nd(x: ArrayLike, indices: ArrayLike, *, batch_dims: int = 0) -> jax.Array:
+  r"""Gathers sub-blocks of ``x`` addressed by the index tuples in ``indices``, DirectML GATHER_ND1.
+
+  With :math:`b` = ``batch_dims`` and :math:`q` = ``indices.shape[-1]``:
+
+  .. math::
+     \mathrm{out}[\beta, i] = x[\beta, c(\mathrm{indices}[\beta, i, 0]), \ldots,
+     c(\mathrm{indices}[\beta, i, q-1]), \ldots]
+
+  where :math:`c` counts a negative index from the end once and then clamps to
+  ``[0, size - 1]``: out-of-range indices never raise, under jit or not. Shapes
+  follow TF/ONNX: ``indices.shape[:-1] + x.shape[batch_dims + q:]``.
+
+  Args:
+    x: array of any dtype, rank 1 to 8.
+    indices: integer array (any signed or unsigned width), rank 1 to 8; its
+      last dimension is the tuple length ``q``.
+    batch_dims: number of leading batch dimensions shared by ``x`` and
+      ``indices`` (equal sizes).
+
+  Returns:
+    The gathered array, of ``x``'s dtype.
+
+  Raises:
+    DescriptorError: at trace time, for bad ranks, a non-integer ``indices``,
+      ``batch_dims`` out of range, mismatched batch sizes or a tuple length
+      outside ``[1, rank(x) - batch_dims]``.
+
+  Example:
+    >>> import dmljax as dml, jax.numpy as jnp
+    >>> x = jnp.array([[0., 1.], [2., 3.]])
+    >>> dml.gather_nd(x, jnp.array([[1], [-2]])).tolist()
+    [[2.0, 3.0], [0.0, 1.0]]
+  """
+  p = Problems("gather_nd")
+  array = dtypes.as_array(p, "x", x)
+  index_array = dtypes.as_array(p, "indices", indices)
+  if (
+    array is not None
+    and index_array is not None
+    and p.require(
+      dtypes.is_integer(index_array.dtype),
+      "indices must have an integer dtype",
+      f"indices dtype={np.dtype(index_array.dtype).name}",
+    )
+  ):
+    _check_gather_nd(p, array.shape, index_array.shape, batch_dims, _FUNCTIONAL_NAMES)
+  p.raise_if_any()
+  assert array is not None and index_array is not None
+  return _gather_nd(array, index_array, batch_dims=int(batch_dims))
+
+
+_FIELDS_IN = ("input_tensor", "indices_tensor")
+_FIELDS_OUT = ("output_tensor",)
+
+
+def _meaningful(
+  p: Problems, field: str, count_field: str, sizes: tuple[int, ...], count: Any
+) -> tuple[int, ...] | None:
+  if not p.require(
+    _is_count(count) and 1 <= count <= len(sizes),
+    f"{count_field} must be an integer in [1, {len(sizes)}] (the rank of {field})",
+    f"{count_field}={count!r}",
+  ):
+    return None
+  leading = sizes[: len(sizes) - count]
+  if not p.require(
+    all(s == 1 for s in leading),
+    f"{field}.sizes before the last {count_field}={count} must be 1",
+    f"{field}.sizes={sizes}",
+  ):
+    return None
+  return sizes[len(sizes) - count :]
+
+
+def execute_gather_nd(desc: GatherNDDesc | GatherND1Desc, inputs: Sequence[Any], feature_level: Any) -> jax.Array:
+  """The descriptor path of GATHER_ND and GATHER_ND1 (see :func:`dmljax.execute`)."""
+  name = "GATHER_ND1" if isinstance(desc, GatherND1Desc) else "GATHER_ND"
+  batch_dims = desc.batch_dimension_count if isinstance(desc, GatherND1Desc) else 0
+  p = Problems(name)
+  tensors_ok = descriptor_path.check_descriptor(
+    p, desc, inputs, input_fields=_FIELDS_IN, output_fields=_FIELDS_OUT, table=name, feature_level=feature_level
+  )
+  meaningful_out = x_shape = indices_shape = None
+  if tensors_ok:
+    rank = desc.input_tensor.rank
+    x_shape = _meaningful(
+      p, "input_tensor", "input_dimension_count", desc.input_tensor.sizes, desc.input_dimension_count
+    )
+    indices_shape = _meaningful(
+      p, "indices_tensor", "indices_dimension_count", desc.indices_tensor.sizes, desc.indices_dimension_count
+    )
+    if x_shape is not None and indices_shape is not None:
+      meaningful_out = _check_gather_nd(p, x_shape, indices_shape, batch_dims, _DESCRIPTOR_NAMES)
+    if meaningful_out is not None:
+      if p.require(
+        len(meaningful_out) <= rank,
+        f"the output's meaningful dimensions (indices_dimension_count - 1 + input_dimension_count - "
+        f"{_DESCRIPTOR_NAMES.batch_dims} - tuple length) must fit the rank {rank}",
+        f"{len(meaningful_out)} dimensions {meaningful_out}",
+      ):
+        sizes = (1,) * (rank - len(meaningful_out)) + meaningful_out
+        tensor_desc.output_matches(
+          p, "output_tensor", desc.output_tensor, sizes, [DataType(desc.input_tensor.data_type)]
+        )
+  p.raise_if_any()
+  assert x_shape is not None and indices_shape is not None
+  x, indices = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)
+  out = _gather_nd(x.reshape(x_shape), indices.reshape(indices_shape), batch_dims=int(batch_dims))
+  return out.reshape(desc.output_tensor.sizes)

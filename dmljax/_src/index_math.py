@@ -1,0 +1,50 @@
+"""Index arithmetic shared by GATHER_ND (clamping) and ONE_HOT (invalidating).
+
+Indices may have any integer dtype, including uint64 values above 2**63 and
+int8 values next to a depth of 1000, so every comparison against a static size
+is decided in the index's own dtype (or statically, when the size does not fit
+in it) before any conversion; only in-range values are widened.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dmljax._src import dtypes
+
+
+def position_dtype(index_dtype: np.dtype, size: int) -> np.dtype:
+  """int32, or int64 where the index type or the size needs (and x64 allows) it."""
+  wide = np.dtype(index_dtype).itemsize == 8 or size > np.iinfo(np.int32).max
+  return np.dtype(np.int64) if wide and dtypes.x64_enabled() else np.dtype(np.int32)
+
+
+def wrap_and_clamp(v: jax.Array, size: int) -> jax.Array:
+  """SPEC §4: a negative signed index counts from the end once, then clamps to ``[0, size-1]``."""
+  dtype = np.dtype(v.dtype)
+  work = position_dtype(dtype, size)
+  info = np.iinfo(dtype)
+  if not dtypes.is_signed_integer(dtype):
+    return jnp.minimum(v, np.array(min(size - 1, int(info.max)), dtype)).astype(work)
+  wrapped = v.astype(work)
+  wrapped = jnp.where(wrapped < 0, wrapped + np.array(size, work), wrapped)
+  return jnp.clip(wrapped, np.array(0, work), np.array(size - 1, work))
+
+
+def wrap_or_invalid(v: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
+  """SPEC §6: ``[0, size)`` as is, ``[-size, -1]`` from the end, anything else invalid.
+
+  Returns ``(valid, position)``; ``position`` is 0 where not valid.
+  """
+  dtype = np.dtype(v.dtype)
+  info = np.iinfo(dtype)
+  work = position_dtype(dtype, size)
+  valid = v < np.array(size, dtype) if size <= info.max else jnp.ones(v.shape, bool)
+  if dtypes.is_signed_integer(dtype) and -size >= info.min:
+    valid = valid & (v >= np.array(-size, dtype))
+  position = jnp.where(valid, v, np.array(0, dtype)).astype(work)
+  if dtypes.is_signed_integer(dtype):
+    position = jnp.where(position < 0, position + np.array(size, work), position)
+  return valid, position

@@ -1,0 +1,155 @@
+"""``DML_BUFFER_TENSOR_DESC`` (without strides) and the descriptor-path checks on it.
+
+These helpers are the descriptor half of the one validation layer: they check
+tensor descriptors against the seed rules and feature-level tables, the arrays
+given to :func:`dmljax.execute` against their descriptors, and output
+descriptors against what the operator will produce. The operator rules
+themselves (axis, K, batch dims, ...) live with each operator and are shared
+with the functional path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dmljax._src import dtypes
+from dmljax._src.dtypes import DataType
+from dmljax._src.errors import Problems
+from dmljax._src.feature_levels import TensorSupport
+
+MAX_RANK = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorDesc:
+  """A DirectML tensor descriptor: data type and sizes (``DML_BUFFER_TENSOR_DESC`` without strides).
+
+  Constructing one never raises for a rule violation; :func:`dmljax.execute`
+  checks it against the operator and the arrays it is given.
+
+  Args:
+    data_type: a :class:`DataType` member (or its numeric value).
+    sizes: the size of every dimension, outermost first.
+
+  Example:
+    >>> import dmljax as dml
+    >>> dml.TensorDesc(dml.DataType.FLOAT32, (1, 1, 3, 4)).rank
+    4
+  """
+
+  data_type: DataType
+  sizes: tuple[int, ...]
+
+  def __post_init__(self) -> None:
+    if isinstance(self.sizes, Sequence) and not isinstance(self.sizes, tuple):
+      object.__setattr__(self, "sizes", tuple(self.sizes))
+
+  @property
+  def rank(self) -> int:
+    return len(self.sizes)
+
+  @classmethod
+  def like(cls, x: Any) -> TensorDesc:
+    """The descriptor of an array (or ``jax.ShapeDtypeStruct``) with a DirectML dtype."""
+    data_type = dtypes.data_type_of(x.dtype)
+    if data_type is None:
+      raise TypeError(f"dtype {np.dtype(x.dtype).name} has no DirectML data type")
+    return cls(data_type, tuple(int(s) for s in x.shape))
+
+
+def well_formed(p: Problems, field: str, desc: Any) -> bool:
+  """Type, data type and sizes of a tensor descriptor, before any operator rule."""
+  if not p.require(isinstance(desc, TensorDesc), f"{field} must be a dml.TensorDesc", f"{field}={type(desc).__name__}"):
+    return False
+  ok = True
+  try:
+    data_type = DataType(desc.data_type)
+  except ValueError:
+    data_type = None
+  names = ", ".join(m.name for m in DataType)
+  ok &= p.require(
+    data_type is not None, f"{field}.data_type must be one of {names}", f"{field}.data_type={desc.data_type!r}"
+  )
+  sizes = desc.sizes
+  if not p.require(
+    isinstance(sizes, tuple) and all(isinstance(s, (int, np.integer)) for s in sizes),
+    f"{field}.sizes must be a sequence of integers",
+    f"{field}.sizes={sizes!r}",
+  ):
+    return False
+  ok &= p.require(
+    1 <= len(sizes) <= MAX_RANK, f"{field} must have rank 1 to {MAX_RANK}", f"{field}.sizes={sizes} (rank {len(sizes)})"
+  )
+  ok &= p.require(
+    all(s >= 1 for s in sizes),
+    f"{field}.sizes must all be >= 1 (DirectML has no size-0 dimensions)",
+    f"{field}.sizes={sizes}",
+  )
+  if data_type is not None:
+    ok &= dtypes.require_x64_for(p, f"{field}.data_type", dtypes.numpy_dtype(data_type))
+  return ok
+
+
+def supported(p: Problems, field: str, desc: TensorDesc, support: TensorSupport, level_name: str) -> bool:
+  """The feature-level table row: supported ranks and data types."""
+  ok = p.require(
+    desc.rank in support.ranks,
+    f"{field} must have rank {support.describe_ranks()} at feature level {level_name}",
+    f"{field}.sizes={desc.sizes} (rank {desc.rank})",
+  )
+  names = ", ".join(t.name for t in sorted(support.data_types, key=lambda t: t.name))
+  ok &= p.require(
+    DataType(desc.data_type) in support.data_types,
+    f"{field}.data_type must be one of {names} at feature level {level_name}",
+    f"{field}.data_type={DataType(desc.data_type).name}",
+  )
+  return ok
+
+
+def same_rank(p: Problems, fields: dict[str, TensorDesc]) -> bool:
+  ranks = {name: d.rank for name, d in fields.items()}
+  listed = ", ".join(f"{name}={rank}" for name, rank in ranks.items())
+  return p.require(len(set(ranks.values())) == 1, f"{', '.join(ranks)} must have the same rank", f"ranks {listed}")
+
+
+def output_matches(
+  p: Problems, field: str, desc: TensorDesc, sizes: tuple[int, ...], data_types: Sequence[DataType]
+) -> bool:
+  """An output descriptor must describe exactly what the operator produces."""
+  ok = p.require(
+    tuple(desc.sizes) == tuple(sizes), f"{field}.sizes must be {tuple(sizes)}", f"{field}.sizes={tuple(desc.sizes)}"
+  )
+  expected = " or ".join(t.name for t in data_types)
+  ok &= p.require(
+    DataType(desc.data_type) in data_types,
+    f"{field}.data_type must be {expected}",
+    f"{field}.data_type={DataType(desc.data_type).name}",
+  )
+  return ok
+
+
+def array_matches(p: Problems, field: str, x: Any, desc: TensorDesc) -> bool:
+  """An array given to :func:`dmljax.execute` must have its descriptor's dtype and sizes.
+
+  Arrays (and ``ShapeDtypeStruct`` tracers) must carry exactly the descriptor's
+  dtype; nested Python lists carry none and are converted to it.
+  """
+  declared = getattr(x, "dtype", None)
+  if declared is not None and not dtypes.require_x64_for(p, field, declared):
+    return False
+  shape = tuple(np.shape(x))
+  ok = p.require(
+    shape == tuple(desc.sizes), f"{field} array must have shape {field}.sizes={tuple(desc.sizes)}", f"shape {shape}"
+  )
+  if declared is not None:
+    want = dtypes.numpy_dtype(desc.data_type)
+    ok &= p.require(
+      np.dtype(declared) == want,
+      f"{field} array must have dtype {want.name} ({field}.data_type={DataType(desc.data_type).name})",
+      f"dtype {np.dtype(declared).name}",
+    )
+  return ok

@@ -1,0 +1,215 @@
+"""TOP_K and TOP_K1: the K largest or smallest elements of every sequence along an axis.
+
+DirectML semantics (seed ``DML_TOP_K1_OPERATOR_DESC``, SPEC §2):
+
+* values are sorted, descending for DECREASING and ascending for INCREASING;
+* equal values appear in ascending index order, in both directions;
+* NaN ranks above +inf (NaNs first when DECREASING, last when INCREASING), all
+  NaNs are equal, -0.0 equals +0.0, and values come back bit-exactly;
+* indices count from the start of the sequence; ``1 <= K <= size of axis``.
+
+TOP_K (v0) is TOP_K1 with DECREASING.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+from dmljax._src import axes as axes_lib
+from dmljax._src import descriptor_path, dtypes, ordering, tensor_desc
+from dmljax._src.axes import AxisDirection
+from dmljax._src.dtypes import DataType
+from dmljax._src.errors import Problems
+from dmljax._src.tensor_desc import TensorDesc
+
+
+@dataclasses.dataclass(frozen=True)
+class TopKDesc:
+  """``DML_TOP_K_OPERATOR_DESC``: TOP_K1 with ``axis_direction`` DECREASING.
+
+  Example:
+    >>> import dmljax as dml, numpy as np
+    >>> f32, u32 = dml.DataType.FLOAT32, dml.DataType.UINT32
+    >>> desc = dml.TopKDesc(dml.TensorDesc(f32, (1, 4)), dml.TensorDesc(f32, (1, 2)),
+    ...                     dml.TensorDesc(u32, (1, 2)), axis=1, k=2)
+    >>> values, indices = dml.execute(desc, np.array([[0., 1., 10., 11.]], np.float32))
+    >>> values.tolist(), indices.tolist()
+    ([[11.0, 10.0]], [[3, 2]])
+  """
+
+  input_tensor: TensorDesc
+  output_value_tensor: TensorDesc
+  output_index_tensor: TensorDesc
+  axis: int
+  k: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TopK1Desc:
+  """``DML_TOP_K1_OPERATOR_DESC``: top-K along ``axis`` in either direction.
+
+  Example:
+    >>> import dmljax as dml, numpy as np
+    >>> f32, u32 = dml.DataType.FLOAT32, dml.DataType.UINT32
+    >>> desc = dml.TopK1Desc(dml.TensorDesc(f32, (1, 4)), dml.TensorDesc(f32, (1, 3)),
+    ...                      dml.TensorDesc(u32, (1, 3)), axis=1, k=3,
+    ...                      axis_direction=dml.AxisDirection.INCREASING)
+    >>> values, indices = dml.execute(desc, np.array([[1., 2., 2., 3.]], np.float32))
+    >>> values.tolist(), indices.tolist()
+    ([[1.0, 2.0, 2.0]], [[0, 1, 2]])
+  """
+
+  input_tensor: TensorDesc
+  output_value_tensor: TensorDesc
+  output_index_tensor: TensorDesc
+  axis: int
+  k: int
+  axis_direction: AxisDirection
+
+
+def _check_top_k(
+  p: Problems,
+  shape: tuple[int, ...],
+  axis: Any,
+  k: Any,
+  index_dtype: np.dtype | None,
+  *,
+  source: str,
+  allow_negative_axis: bool,
+) -> int | None:
+  """The operator rules shared by both paths; returns the canonical axis."""
+  if not axes_lib.rank_in_range(p, source.split(".")[0], shape):
+    return None
+  axis = axes_lib.canonical_axis(p, "axis", axis, len(shape), allow_negative=allow_negative_axis)
+  if axis is None:
+    return None
+  size = shape[axis]
+  ok = p.require(
+    isinstance(k, (int, np.integer)) and not isinstance(k, bool) and 1 <= k <= size,
+    f"k must satisfy 1 <= k <= {source}[axis] (= {size})",
+    f"k={k!r}",
+  )
+  if index_dtype is not None:
+    ok &= dtypes.index_dtype_can_hold(p, "index dtype", index_dtype, size - 1, f"axis {axis} of size {size}")
+  return axis if ok else None
+
+
+@functools.partial(jax.jit, static_argnames=("k", "axis", "descending", "index_dtype"))
+def _top_k(x: jax.Array, *, k: int, axis: int, descending: bool, index_dtype: np.dtype) -> tuple[jax.Array, jax.Array]:
+  sequences = jnp.moveaxis(x, axis, -1)
+  key = ordering.ascending_key(sequences) if descending else ordering.descending_key(sequences)
+  indices = ordering.top_k_by_key(key, k)
+  values = jnp.take_along_axis(sequences, indices, axis=-1, mode="promise_in_bounds")
+  return jnp.moveaxis(values, -1, axis), jnp.moveaxis(indices.astype(index_dtype), -1, axis)
+
+
+def top_k(
+  x: ArrayLike, k: int, *, axis: int = -1, direction: AxisDirection | str = "decreasing", index_dtype: Any = jnp.uint32
+) -> tuple[jax.Array, jax.Array]:
+  r"""The ``k`` largest (or smallest) elements of every sequence along ``axis``, DirectML TOP_K1.
+
+  For every sequence :math:`s` along ``axis``, returns the :math:`k` elements that
+  come first in the order NaN > +inf > ... > -inf (reversed for INCREASING),
+  sorted in that order, with their indices :math:`i` such that
+  :math:`\mathrm{values} = s[i]`. Equal values (including -0.0 and +0.0, and any
+  two NaNs) appear in ascending index order in both directions.
+
+  Args:
+    x: array of any integer or floating dtype (bfloat16 included), rank 1 to 8.
+    k: number of elements to select, ``1 <= k <= x.shape[axis]``.
+    axis: the axis to select along; negative counts from the end.
+    direction: ``"decreasing"`` (largest first) or ``"increasing"`` (smallest
+      first), or a :class:`AxisDirection`.
+    index_dtype: int32, int64, uint32 (default) or uint64.
+
+  Returns:
+    ``(values, indices)``, both of ``x``'s shape except ``k`` on ``axis``;
+    values have ``x``'s dtype, indices ``index_dtype``.
+
+  Raises:
+    DescriptorError: at trace time, for a bad rank, axis, ``k``, direction or
+      index dtype (every problem listed at once).
+
+  Example:
+    >>> import dmljax as dml, jax.numpy as jnp
+    >>> values, indices = dml.top_k(jnp.array([1., 3., 3., 2.]), 2)
+    >>> values.tolist(), indices.tolist()
+    ([3.0, 3.0], [1, 2])
+  """
+  p = Problems("top_k")
+  array = dtypes.as_array(p, "x", x)
+  canonical_direction = axes_lib.canonical_direction(p, "direction", direction)
+  canonical_index = dtypes.canonical_index_dtype(p, "index_dtype", index_dtype)
+  canonical_axis = None
+  if array is not None and dtypes.require_numeric(p, "x", np.dtype(array.dtype)):
+    canonical_axis = _check_top_k(p, array.shape, axis, k, canonical_index, source="x.shape", allow_negative_axis=True)
+  p.raise_if_any()
+  assert array is not None and canonical_axis is not None and canonical_index is not None
+  return _top_k(
+    array,
+    k=int(k),
+    axis=canonical_axis,
+    descending=canonical_direction == AxisDirection.DECREASING,
+    index_dtype=canonical_index,
+  )
+
+
+_TOP_K_FIELDS_IN = ("input_tensor",)
+_TOP_K_FIELDS_OUT = ("output_value_tensor", "output_index_tensor")
+
+
+def execute_top_k(desc: TopKDesc | TopK1Desc, inputs: Sequence[Any], feature_level: Any) -> tuple[jax.Array, jax.Array]:
+  """The descriptor path of TOP_K and TOP_K1 (see :func:`dmljax.execute`)."""
+  name = "TOP_K1" if isinstance(desc, TopK1Desc) else "TOP_K"
+  p = Problems(name)
+  direction: AxisDirection | None = AxisDirection.DECREASING
+  if isinstance(desc, TopK1Desc):
+    direction = axes_lib.canonical_direction(p, "axis_direction", desc.axis_direction)
+  tensors_ok = descriptor_path.check_descriptor(
+    p,
+    desc,
+    inputs,
+    input_fields=_TOP_K_FIELDS_IN,
+    output_fields=_TOP_K_FIELDS_OUT,
+    table=name,
+    feature_level=feature_level,
+  )
+  axis = None
+  if tensors_ok:
+    source = desc.input_tensor
+    index_type = DataType(desc.output_index_tensor.data_type)
+    axis = _check_top_k(
+      p,
+      source.sizes,
+      desc.axis,
+      desc.k,
+      dtypes.numpy_dtype(index_type),
+      source="input_tensor.sizes",
+      allow_negative_axis=False,
+    )
+    if axis is not None:
+      sizes = (*source.sizes[:axis], desc.k, *source.sizes[axis + 1 :])
+      tensor_desc.output_matches(
+        p, "output_value_tensor", desc.output_value_tensor, sizes, [DataType(source.data_type)]
+      )
+      tensor_desc.output_matches(
+        p, "output_index_tensor", desc.output_index_tensor, sizes, [DataType.UINT32, DataType.UINT64]
+      )
+  p.raise_if_any()
+  assert axis is not None
+  (x,) = descriptor_path.input_arrays(desc, inputs, _TOP_K_FIELDS_IN)
+  return _top_k(
+    x,
+    k=int(desc.k),
+    axis=axis,
+    descending=direction == AxisDirection.DECREASING,
+    index_dtype=dtypes.numpy_dtype(desc.output_index_tensor.data_type),
+  )
