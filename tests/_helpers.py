@@ -1,0 +1,96 @@
+"""Small helpers shared by the test modules (not a test module itself)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import dmljax as dml
+
+# DirectML type name (as spelled in tests/seed_examples.py) -> NumPy dtype, from SPEC §1.
+DML_NUMPY = {
+  "FLOAT16": np.dtype(np.float16),
+  "FLOAT32": np.dtype(np.float32),
+  "FLOAT64": np.dtype(np.float64),
+  "INT8": np.dtype(np.int8),
+  "INT16": np.dtype(np.int16),
+  "INT32": np.dtype(np.int32),
+  "INT64": np.dtype(np.int64),
+  "UINT8": np.dtype(np.uint8),
+  "UINT16": np.dtype(np.uint16),
+  "UINT32": np.dtype(np.uint32),
+  "UINT64": np.dtype(np.uint64),
+}
+NUMPY_DML = {dtype: name for name, dtype in DML_NUMPY.items()}
+
+BFLOAT16 = np.dtype(jnp.bfloat16)
+SMALL_FLOATS = (np.dtype(np.float16), BFLOAT16, np.dtype(np.float32))
+SMALL_INTS = tuple(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32))
+WIDE_TYPES = tuple(np.dtype(t) for t in (np.float64, np.int64, np.uint64))
+
+
+def tensor_desc(name: str, sizes: tuple[int, ...]) -> dml.TensorDesc:
+  return dml.TensorDesc(dml.DataType[name], tuple(sizes))
+
+
+def desc_of(dtype: Any, shape: tuple[int, ...]) -> dml.TensorDesc:
+  """The tensor descriptor of an array of ``dtype`` and ``shape`` (DirectML types only)."""
+  return tensor_desc(NUMPY_DML[np.dtype(dtype)], shape)
+
+
+def seed_array(spec: tuple[str, tuple[int, ...], Any]) -> np.ndarray:
+  """A seed tensor ``(data_type, sizes, data)`` as a NumPy array, checking the seed's sizes."""
+  name, sizes, data = spec
+  array = np.array(data, dtype=DML_NUMPY[name])
+  assert array.shape == tuple(sizes), (array.shape, sizes)
+  return array
+
+
+def seed_desc(spec: tuple[str, tuple[int, ...], Any]) -> dml.TensorDesc:
+  name, sizes, _ = spec
+  return tensor_desc(name, sizes)
+
+
+@contextlib.contextmanager
+def x64() -> Iterator[None]:
+  """``jax_enable_x64`` on inside the block, restored after (whatever jax version)."""
+  if hasattr(jax, "enable_x64"):
+    with jax.enable_x64(True):
+      yield
+  else:  # pragma: no cover - older jax
+    previous = jax.config.read("jax_enable_x64")
+    jax.config.update("jax_enable_x64", True)
+    try:
+      yield
+    finally:
+      jax.config.update("jax_enable_x64", previous)
+
+
+def bits(a: Any) -> np.ndarray:
+  """The raw bit patterns of an array, as unsigned integers of the same width."""
+  a = np.asarray(a)
+  return a.view(np.dtype(f"u{a.dtype.itemsize}"))
+
+
+def assert_bitwise_equal(actual: Any, expected: Any, msg: str = "") -> None:
+  """Same dtype, same shape, same bits in every element (NaN payloads and the sign of zero included)."""
+  actual, expected = np.asarray(actual), np.asarray(expected)
+  assert actual.dtype == expected.dtype, f"{msg}: dtype {actual.dtype} != {expected.dtype}"
+  assert actual.shape == expected.shape, f"{msg}: shape {actual.shape} != {expected.shape}"
+  mismatch = bits(actual) != bits(expected)
+  assert not mismatch.any(), (
+    f"{msg}: {int(mismatch.sum())} of {mismatch.size} elements differ; first at "
+    f"{np.argwhere(mismatch)[0].tolist()}: {actual[mismatch][:5]} vs {expected[mismatch][:5]}"
+  )
+
+
+def assert_exactly(actual: Any, expected: Any, dtype: Any, msg: str = "") -> None:
+  """Same dtype, shape and values (``-0.0 == 0.0``; NaN equal to NaN)."""
+  actual = np.asarray(actual)
+  assert actual.dtype == np.dtype(dtype), f"{msg}: dtype {actual.dtype} != {np.dtype(dtype)}"
+  np.testing.assert_array_equal(actual, np.asarray(expected).astype(dtype), err_msg=msg, strict=True)
