@@ -25,7 +25,7 @@ def wrap_and_clamp(v: jax.Array, size: int) -> jax.Array:
   """SPEC §4: a negative signed index counts from the end once, then clamps to ``[0, size-1]``."""
   dtype = np.dtype(v.dtype)
   work = position_dtype(dtype, size)
-  info = np.iinfo(dtype)
+  info = jnp.iinfo(dtype)
   if not dtypes.is_signed_integer(dtype):
     return jnp.minimum(v, np.array(min(size - 1, int(info.max)), dtype)).astype(work)
   wrapped = v.astype(work)
@@ -39,7 +39,7 @@ def wrap_or_invalid(v: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
   Returns ``(valid, position)``; ``position`` is 0 where not valid.
   """
   dtype = np.dtype(v.dtype)
-  info = np.iinfo(dtype)
+  info = jnp.iinfo(dtype)
   work = position_dtype(dtype, size)
   valid = v < np.array(size, dtype) if size <= info.max else jnp.ones(v.shape, bool)
   if dtypes.is_signed_integer(dtype) and -size >= info.min:
