@@ -566,3 +566,52 @@ def test_reduce_low_precision_accumulates_in_float32(dtype):
     got = dml.reduce(x, function, 0)
     assert_bitwise_equal(got, want, function)
     assert float(np.asarray(got, np.float32)[0]) != (2048.0 if function != "average" else 2.0)
+
+
+# --------------------------------------------------------------------------- #
+# narrow JAX types (functional path only: DirectML has no such types)
+# --------------------------------------------------------------------------- #
+NARROW_INTS = tuple(np.dtype(getattr(jnp, name)) for name in ("int4", "uint4", "int2", "uint2"))
+NARROW_FLOATS = tuple(np.dtype(getattr(jnp, name)) for name in ("float8_e4m3fn", "float8_e5m2"))
+
+
+def _widened(x: np.ndarray) -> np.ndarray:
+  """Narrow integers as int64/uint64 (value-preserving), which the NumPy reference understands."""
+  return x.astype(np.int64) if int(jnp.iinfo(x.dtype).min) < 0 else x.astype(np.uint64)
+
+
+@pytest.mark.parametrize("index_dtype", NARROW_INTS, ids=_dtype_id)
+def test_narrow_integer_indices(index_dtype):
+  """Every value of a 4-bit or 2-bit index type, against sizes below and above its range."""
+  info = jnp.iinfo(index_dtype)
+  every = np.arange(int(info.min), int(info.max) + 1).astype(index_dtype)
+  for size in (3, 40):
+    x = np.arange(size, dtype=np.float32)
+    indices = every.reshape(-1, 1)
+    want = reference.ref_gather_nd(x, _widened(indices), 0)
+    assert_bitwise_equal(dml.gather_nd(x, indices), want, f"gather_nd size {size}")
+    values = np.array([0.5, -1.5], np.float32)
+    want = reference.ref_one_hot(_widened(indices), values, size, 1)
+    assert_bitwise_equal(dml.one_hot(indices, values, size, axis=1), want, f"one_hot depth {size}")
+
+
+@pytest.mark.parametrize("dtype", NARROW_FLOATS + NARROW_INTS[:2], ids=_dtype_id)
+def test_narrow_value_types(dtype):
+  rng = _rng("narrow", dtype.name)
+  pool = np.array([np.nan, 0.0, -0.0, 1.0, -2.0, 3.0, 0.5]) if dtype in NARROW_FLOATS else np.arange(-8, 8)
+  if dtype.name.startswith("uint"):
+    pool = np.arange(16)
+  x = pool[rng.integers(len(pool), size=(4, 6))].astype(dtype)
+  wide = x if dtype in NARROW_FLOATS else _widened(x)  # the reference reads float8 itself, narrow ints widened
+  for direction in DIRECTIONS:
+    want_values, want_indices = reference.ref_top_k(wide, 3, 1, direction)
+    values, indices = dml.top_k(x, 3, axis=1, direction=direction)
+    assert_bitwise_equal(values, want_values.astype(dtype), f"top_k {direction}")
+    assert_bitwise_equal(indices, want_indices.astype(np.uint32), f"top_k {direction}")
+    for kind, functional in (("min", dml.argmin), ("max", dml.argmax)):
+      want = reference.ref_arg_reduce(wide, (1,), kind, direction).astype(np.uint32)
+      assert_bitwise_equal(functional(x, 1, direction=direction), want, f"arg{kind} {direction}")
+  for function in ("max", "min"):
+    want = reference.ref_reduce(wide, function, (0,))
+    got = np.asarray(dml.reduce(x, function, 0))
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32), err_msg=function)
