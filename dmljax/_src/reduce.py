@@ -63,6 +63,8 @@ class ReduceFunction(enum.IntEnum):
 
 
 _ARG_FUNCTIONS = (ReduceFunction.ARGMAX, ReduceFunction.ARGMIN)
+# The static index_dtype of the value functions, which ignore it: one compilation whatever the caller passed.
+_UNUSED_INDEX_DTYPE = np.dtype(np.uint32)
 FLOAT_ONLY = (ReduceFunction.AVERAGE, ReduceFunction.L2, ReduceFunction.LOG_SUM, ReduceFunction.LOG_SUM_EXP)
 
 _TABLE = {
@@ -233,6 +235,7 @@ def reduce(
     )
   p.raise_if_any()
   assert array is not None and canonical is not None and canonical_axes is not None and index is not None
+  index = index if canonical in _ARG_FUNCTIONS else _UNUSED_INDEX_DTYPE
   return _reduce(array, function=canonical, axes=canonical_axes, keepdims=bool(keepdims), index_dtype=index)
 
 
@@ -277,5 +280,5 @@ def execute_reduce(desc: ReduceDesc, inputs: Sequence[Any], feature_level: Any) 
   p.raise_if_any()
   assert function is not None and axes is not None
   (x,) = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)
-  index_dtype = dtypes.numpy_dtype(desc.output_tensor.data_type)
+  index_dtype = dtypes.numpy_dtype(desc.output_tensor.data_type) if function in _ARG_FUNCTIONS else _UNUSED_INDEX_DTYPE
   return _reduce(x, function=function, axes=axes, keepdims=True, index_dtype=index_dtype)
