@@ -167,3 +167,15 @@ def test_descriptor_built_inside_jit_from_shapes():
   assert len(traces) == 1
   assert_bitwise_equal(a, dml.argmin(X, 1), "jit(execute)")
   assert_bitwise_equal(b, dml.argmin(X + np.float32(1), 1), "jit(execute) again")
+
+
+def test_value_reductions_share_one_compilation_across_paths_and_index_dtypes():
+  """index_dtype only matters to ARGMAX/ARGMIN: SUM through either path and any index_dtype compiles once."""
+  x = RNG.standard_normal((2, 7)).astype(np.float32)
+  want = dml.reduce(x, "sum", 1)
+  size = reduce._reduce._cache_size()
+  desc = dml.ReduceDesc(dml.ReduceFunction.SUM, T("FLOAT32", 2, 7), T("FLOAT32", 2, 1), (1,))
+  results = [dml.reduce(x, "sum", 1, index_dtype=np.int32), dml.reduce(x, "sum", (-1,)), dml.execute(desc, x)]
+  assert reduce._reduce._cache_size() == size
+  for got in results:
+    assert_bitwise_equal(got, want, "sum")
