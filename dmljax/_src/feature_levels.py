@@ -35,13 +35,11 @@ class FeatureLevel(enum.IntEnum):
     >>> x = np.arange(8, dtype=np.float32).reshape(2, 4)
     >>> dml.execute(desc, x, feature_level=dml.FeatureLevel.FL_3_1)[1].tolist()
     [[3], [3]]
-    >>> dml.execute(desc, x, feature_level="2_1")
-    Traceback (most recent call last):
-      ...
-    dmljax._src.errors.DescriptorError: TOP_K: 3 problems:
-      - input_tensor must have rank 4 at feature level 2_1; got input_tensor.sizes=(2, 4) (rank 2)
-      - output_value_tensor must have rank 4 at feature level 2_1; got output_value_tensor.sizes=(2, 1) (rank 2)
-      - output_index_tensor must have rank 4 at feature level 2_1; got output_index_tensor.sizes=(2, 1) (rank 2)
+    >>> try:
+    ...   dml.execute(desc, x, feature_level="2_1")
+    ... except dml.DescriptorError as error:
+    ...   print(error.problems[0])
+    input_tensor must have rank 4 at feature level 2_1; got input_tensor.sizes=(2, 4) (rank 2)
   """
 
   FL_1_0 = 0x1000
