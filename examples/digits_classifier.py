@@ -51,10 +51,10 @@ def load_split(seed: int = 0, test_fraction: float = 0.2) -> tuple[np.ndarray, n
 def init(key: jax.Array, n_in: int, hidden: int) -> Params:
   k1, k2 = jax.random.split(key)
   return {
-    "w1": jax.random.normal(k1, (n_in, hidden)) * np.float32(np.sqrt(2.0 / n_in)),
-    "b1": jnp.zeros((1, hidden)),
-    "w2": jax.random.normal(k2, (hidden, NUM_CLASSES)) * np.float32(np.sqrt(1.0 / hidden)),
-    "b2": jnp.zeros((1, NUM_CLASSES)),
+    "w1": jax.random.normal(k1, (n_in, hidden), jnp.float32) * np.float32(np.sqrt(2.0 / n_in)),
+    "b1": jnp.zeros((1, hidden), jnp.float32),
+    "w2": jax.random.normal(k2, (hidden, NUM_CLASSES), jnp.float32) * np.float32(np.sqrt(1.0 / hidden)),
+    "b2": jnp.zeros((1, NUM_CLASSES), jnp.float32),
   }
 
 
@@ -65,7 +65,7 @@ def logits_of(params: Params, x: jax.Array) -> jax.Array:
 
 def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
   """Mean of ``log sum exp(logits) - logits[label]``, with the one-hot targets from DirectML's ONE_HOT."""
-  targets = dml.one_hot(labels[:, None], jnp.array([0.0, 1.0]), NUM_CLASSES, axis=-1)
+  targets = dml.one_hot(labels[:, None], jnp.array([0.0, 1.0], jnp.float32), NUM_CLASSES, axis=-1)
   log_partition = dml.reduce(logits, dml.ReduceFunction.LOG_SUM_EXP, axes=-1)
   picked = dml.reduce(targets * logits, dml.ReduceFunction.SUM, axes=-1)
   return jnp.mean(log_partition - picked)

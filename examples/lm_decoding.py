@@ -85,10 +85,10 @@ def init(key: jax.Array, vocab: int, hidden: int) -> Params:
   k1, k2 = jax.random.split(key)
   fan_in = CONTEXT * vocab
   return {
-    "w1": jax.random.normal(k1, (fan_in, hidden)) * np.float32(np.sqrt(2.0 / fan_in)),
-    "b1": jnp.zeros((1, hidden)),
-    "w2": jax.random.normal(k2, (hidden, vocab)) * np.float32(np.sqrt(1.0 / hidden)),
-    "b2": jnp.zeros((1, vocab)),
+    "w1": jax.random.normal(k1, (fan_in, hidden), jnp.float32) * np.float32(np.sqrt(2.0 / fan_in)),
+    "b1": jnp.zeros((1, hidden), jnp.float32),
+    "w2": jax.random.normal(k2, (hidden, vocab), jnp.float32) * np.float32(np.sqrt(1.0 / hidden)),
+    "b2": jnp.zeros((1, vocab), jnp.float32),
   }
 
 
@@ -97,7 +97,7 @@ def logits_of(params: Params, context: jax.Array) -> jax.Array:
   vocab = params["w2"].shape[1]
   lead = context.shape[:-1]
   flat = context.reshape(-1, CONTEXT, 1)
-  onehot = dml.one_hot(flat, jnp.array([0.0, 1.0]), vocab, axis=-1).reshape(flat.shape[0], CONTEXT * vocab)
+  onehot = dml.one_hot(flat, jnp.array([0.0, 1.0], jnp.float32), vocab, axis=-1).reshape(flat.shape[0], CONTEXT * vocab)
   h = jax.nn.relu(onehot @ params["w1"] + params["b1"])
   return (h @ params["w2"] + params["b2"]).reshape(*lead, vocab)
 

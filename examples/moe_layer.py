@@ -57,9 +57,9 @@ def make_task(tokens: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def init(key: jax.Array) -> Params:
   k1, k2, k3 = jax.random.split(key, 3)
   return {
-    "router": 0.1 * jax.random.normal(k1, (2, EXPERTS)),
-    "weights": jax.random.normal(k2, (EXPERTS, 2, 2)) * np.float32(np.sqrt(0.5)),
-    "biases": 0.1 * jax.random.normal(k3, (EXPERTS, 2)),
+    "router": 0.1 * jax.random.normal(k1, (2, EXPERTS), jnp.float32),
+    "weights": jax.random.normal(k2, (EXPERTS, 2, 2), jnp.float32) * np.float32(np.sqrt(0.5)),
+    "biases": 0.1 * jax.random.normal(k3, (EXPERTS, 2), jnp.float32),
   }
 
 
@@ -76,7 +76,7 @@ def moe(params: Params, x: jax.Array, top_k: TopK = dml_top_k) -> tuple[jax.Arra
   chosen = dml.gather_nd(every_output, experts[..., None], batch_dims=1)
   out = jnp.sum(gates[..., None] * chosen, axis=1)
 
-  first_choice = dml.one_hot(experts[:, :1], jnp.array([0.0, 1.0]), EXPERTS)
+  first_choice = dml.one_hot(experts[:, :1], jnp.array([0.0, 1.0], jnp.float32), EXPERTS)
   fraction_routed = jnp.mean(first_choice, axis=0)
   mean_probability = jnp.mean(jax.nn.softmax(scores, axis=-1), axis=0)
   balance = EXPERTS * jnp.sum(fraction_routed * mean_probability)
