@@ -37,7 +37,28 @@ INDEX_DATA_TYPES = (DataType.UINT32, DataType.INT32, DataType.UINT64, DataType.I
 
 @dataclasses.dataclass(frozen=True)
 class ArgMinDesc:
-  """``DML_ARGMIN_OPERATOR_DESC``: index of the smallest element over ``axes``.
+  """``DML_ARGMIN_OPERATOR_DESC``: the flat index of the smallest element over ``axes``.
+
+  The index is row-major over the reduced axes only, taken in ascending axis
+  order; a NaN counts as the smallest; -0.0 equals +0.0. :func:`argmin` is the
+  functional form.
+
+  Attributes:
+    input_tensor: ``InputTensor``, the tensor to reduce.
+    output_tensor: ``OutputTensor``: INT32, INT64, UINT32 or UINT64, the
+      input's sizes with 1 on every reduced axis.
+    axes: ``Axes`` (``AxisCount`` is ``len(axes)``): one or more distinct axes
+      in ``[0, rank - 1]``, in any order.
+    axis_direction: ``AxisDirection``: INCREASING returns the first extreme
+      element, DECREASING the last one.
+
+  Raises:
+    DescriptorError: from :func:`execute` (constructing a descriptor never
+      raises), at trace time and listing every broken rule: a tensor
+      descriptor, data type or rank outside the feature level's table, unequal
+      ranks, empty, repeated or out-of-range ``axes``, a bad
+      ``axis_direction``, an output type that cannot index the reduced
+      elements, a wrong output descriptor, or arrays that do not match.
 
   Example:
     >>> import dmljax as dml, numpy as np
@@ -56,7 +77,28 @@ class ArgMinDesc:
 
 @dataclasses.dataclass(frozen=True)
 class ArgMaxDesc:
-  """``DML_ARGMAX_OPERATOR_DESC``: index of the largest element over ``axes``.
+  """``DML_ARGMAX_OPERATOR_DESC``: the flat index of the largest element over ``axes``.
+
+  ARGMIN's twin: the index is row-major over the reduced axes only, taken in
+  ascending axis order; a NaN counts as the largest; -0.0 equals +0.0.
+  :func:`argmax` is the functional form.
+
+  Attributes:
+    input_tensor: ``InputTensor``, the tensor to reduce.
+    output_tensor: ``OutputTensor``: INT32, INT64, UINT32 or UINT64, the
+      input's sizes with 1 on every reduced axis.
+    axes: ``Axes`` (``AxisCount`` is ``len(axes)``): one or more distinct axes
+      in ``[0, rank - 1]``, in any order.
+    axis_direction: ``AxisDirection``: INCREASING returns the first extreme
+      element, DECREASING the last one.
+
+  Raises:
+    DescriptorError: from :func:`execute` (constructing a descriptor never
+      raises), at trace time and listing every broken rule: a tensor
+      descriptor, data type or rank outside the feature level's table, unequal
+      ranks, empty, repeated or out-of-range ``axes``, a bad
+      ``axis_direction``, an output type that cannot index the reduced
+      elements, a wrong output descriptor, or arrays that do not match.
 
   Example:
     >>> import dmljax as dml, numpy as np

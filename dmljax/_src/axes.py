@@ -13,7 +13,21 @@ MAX_RANK = 8
 
 
 class AxisDirection(enum.IntEnum):
-  """``DML_AXIS_DIRECTION``, with the numeric values of ``directml.h``."""
+  """``DML_AXIS_DIRECTION``, with the numeric values of ``directml.h``.
+
+  For TOP_K1, INCREASING selects the smallest elements and DECREASING the
+  largest; for ARGMIN/ARGMAX, INCREASING returns the first extreme element and
+  DECREASING the last. The functional path also takes ``"increasing"`` and
+  ``"decreasing"``.
+
+  Example:
+    >>> import dmljax as dml, jax.numpy as jnp
+    >>> x = jnp.array([3., 1., 2., 1.])
+    >>> dml.top_k(x, 2, direction=dml.AxisDirection.INCREASING)[1].tolist()
+    [1, 3]
+    >>> dml.argmin(x, direction="decreasing").tolist()
+    [3]
+  """
 
   INCREASING = 0
   DECREASING = 1

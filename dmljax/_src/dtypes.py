@@ -13,7 +13,21 @@ from dmljax._src.errors import Problems
 
 
 class DataType(enum.IntEnum):
-  """``DML_TENSOR_DATA_TYPE``, with the numeric values of ``directml.h``."""
+  """``DML_TENSOR_DATA_TYPE``, with the numeric values of ``directml.h``.
+
+  The data type of a :class:`TensorDesc`. Each maps to the NumPy/JAX dtype of
+  the same name; the 64-bit ones need ``jax_enable_x64``, and asking for one
+  without it raises :class:`DescriptorError` rather than silently narrowing.
+  The functional path takes JAX dtypes directly (bfloat16 too, which has no
+  DirectML data type).
+
+  Example:
+    >>> import dmljax as dml, numpy as np
+    >>> dml.DataType.FLOAT32.value, dml.DataType(11).name
+    (1, 'INT64')
+    >>> dml.TensorDesc.like(np.zeros((2, 3), np.uint8)).data_type
+    <DataType.UINT8: 5>
+  """
 
   FLOAT32 = 1
   FLOAT16 = 2

@@ -16,7 +16,20 @@ class DescriptorError(ValueError):
   Raised at trace time, from shapes, dtypes and static parameters alone, so
   ``jax.eval_shape`` and ``jax.jit(...).lower(...)`` raise it without data.
   The message names the operator, each failing field, the rule and the value
-  given; :attr:`problems` holds the individual findings.
+  given. Data-dependent conditions (an out-of-range index) never raise; they
+  follow the operators' policies.
+
+  Attributes:
+    operator: the operator (``"TOP_K1"``) or function (``"top_k"``) called.
+    problems: every broken rule, one sentence each.
+
+  Example:
+    >>> import dmljax as dml, jax.numpy as jnp
+    >>> try:
+    ...   dml.top_k(jnp.zeros(4), 5)
+    ... except dml.DescriptorError as error:
+    ...   print(error)
+    top_k: k must satisfy 1 <= k <= x.shape[axis] (= 4); got k=5
   """
 
   def __init__(self, operator: str, problems: list[str] | tuple[str, ...]):

@@ -21,7 +21,26 @@ from dmljax._src.errors import Problems
 
 
 class FeatureLevel(enum.IntEnum):
-  """``DML_FEATURE_LEVEL``, with the numeric values of ``directml.h``."""
+  """``DML_FEATURE_LEVEL``, with the numeric values of ``directml.h``.
+
+  :func:`execute` applies the seeds' per-level "tensor support" tables (ranks
+  and data types) for the level it is given; the default is the newest, 5_0.
+  It also takes strings such as ``"3_1"``.
+
+  Example:
+    >>> import dmljax as dml, numpy as np
+    >>> f32, u32 = dml.DataType.FLOAT32, dml.DataType.UINT32
+    >>> desc = dml.TopKDesc(dml.TensorDesc(f32, (2, 4)), dml.TensorDesc(f32, (2, 1)),
+    ...                     dml.TensorDesc(u32, (2, 1)), axis=1, k=1)
+    >>> x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    >>> dml.execute(desc, x, feature_level=dml.FeatureLevel.FL_3_1)[1].tolist()
+    [[3], [3]]
+    >>> try:
+    ...   dml.execute(desc, x, feature_level="2_1")
+    ... except dml.DescriptorError as error:
+    ...   print(error.problems[0])
+    input_tensor must have rank 4 at feature level 2_1; got input_tensor.sizes=(2, 4) (rank 2)
+  """
 
   FL_1_0 = 0x1000
   FL_2_0 = 0x2000

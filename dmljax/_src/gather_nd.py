@@ -40,7 +40,33 @@ from dmljax._src.tensor_desc import TensorDesc
 
 @dataclasses.dataclass(frozen=True)
 class GatherNDDesc:
-  """``DML_GATHER_ND_OPERATOR_DESC``: GATHER_ND1 without batch dimensions.
+  """``DML_GATHER_ND_OPERATOR_DESC``: gathers the input's sub-blocks addressed by index tuples.
+
+  GATHER_ND1 with ``batch_dimension_count = 0``:
+  ``output[i...] = input[indices[i..., :], ...]``. :func:`gather_nd` is the
+  functional form.
+
+  Attributes:
+    input_tensor: ``InputTensor``, the tensor to gather from; only its
+      trailing ``input_dimension_count`` sizes are meaningful, the rest are 1.
+    indices_tensor: ``IndicesTensor``: INT32, INT64, UINT32 or UINT64; only
+      its trailing ``indices_dimension_count`` sizes are meaningful, and the
+      last of them is the index tuple length ``q``. Negative signed indices
+      count from the end; every coordinate is then clamped to the valid range.
+    output_tensor: ``OutputTensor``: the input's data type; its meaningful
+      sizes are the indices' without the last, then the input's after the
+      batch dimensions and the ``q`` indexed ones, right-aligned with leading 1s.
+    input_dimension_count: ``InputDimensionCount``, in ``[1, rank]``.
+    indices_dimension_count: ``IndicesDimensionCount``, in ``[1, rank]``.
+
+  Raises:
+    DescriptorError: from :func:`execute` (constructing a descriptor never
+      raises), at trace time and listing every broken rule: a tensor
+      descriptor, data type or rank outside the feature level's table, unequal
+      ranks, a dimension count out of range or non-1 sizes before the
+      meaningful ones, a tuple length outside ``[1, input_dimension_count -
+      batch_dimension_count]``, unequal batch sizes, a wrong output
+      descriptor, or arrays that do not match.
 
   Example:
     >>> import dmljax as dml, numpy as np
@@ -62,7 +88,36 @@ class GatherNDDesc:
 
 @dataclasses.dataclass(frozen=True)
 class GatherND1Desc:
-  """``DML_GATHER_ND1_OPERATOR_DESC``: gather with ``batch_dimension_count`` batch dimensions.
+  """``DML_GATHER_ND1_OPERATOR_DESC``: gathers sub-blocks addressed by index tuples, with batch dimensions.
+
+  ``output[b..., i...] = input[b..., indices[b..., i..., :], ...]``, where the
+  first ``batch_dimension_count`` meaningful dimensions of input and indices
+  are shared batch dimensions of equal sizes. :func:`gather_nd` with
+  ``batch_dims`` is the functional form.
+
+  Attributes:
+    input_tensor: ``InputTensor``, the tensor to gather from; only its
+      trailing ``input_dimension_count`` sizes are meaningful, the rest are 1.
+    indices_tensor: ``IndicesTensor``: INT32, INT64, UINT32 or UINT64; only
+      its trailing ``indices_dimension_count`` sizes are meaningful, and the
+      last of them is the index tuple length ``q``. Negative signed indices
+      count from the end; every coordinate is then clamped to the valid range.
+    output_tensor: ``OutputTensor``: the input's data type; its meaningful
+      sizes are the indices' without the last, then the input's after the
+      batch dimensions and the ``q`` indexed ones, right-aligned with leading 1s.
+    input_dimension_count: ``InputDimensionCount``, in ``[1, rank]``.
+    indices_dimension_count: ``IndicesDimensionCount``, in ``[1, rank]``.
+    batch_dimension_count: ``BatchDimensionCount``, below
+      ``indices_dimension_count``.
+
+  Raises:
+    DescriptorError: from :func:`execute` (constructing a descriptor never
+      raises), at trace time and listing every broken rule: a tensor
+      descriptor, data type or rank outside the feature level's table, unequal
+      ranks, a dimension count out of range or non-1 sizes before the
+      meaningful ones, a tuple length outside ``[1, input_dimension_count -
+      batch_dimension_count]``, unequal batch sizes, a wrong output
+      descriptor, or arrays that do not match.
 
   Example:
     >>> import dmljax as dml, numpy as np

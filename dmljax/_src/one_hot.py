@@ -34,7 +34,28 @@ from dmljax._src.tensor_desc import TensorDesc
 
 @dataclasses.dataclass(frozen=True)
 class OneHotDesc:
-  """``DML_ONE_HOT_OPERATOR_DESC``; the depth is ``output_tensor.sizes[axis]``.
+  """``DML_ONE_HOT_OPERATOR_DESC``: sequences of OffValue with OnValue at each index.
+
+  The depth D is ``output_tensor.sizes[axis]``. An index in ``[0, D)`` sets
+  that position, a signed index in ``[-D, -1]`` counts from the end, and any
+  other index leaves its whole sequence at OffValue. :func:`one_hot` is the
+  functional form.
+
+  Attributes:
+    indices_tensor: ``IndicesTensor``: UINT32 (INT32, INT64, UINT32 or UINT64
+      from feature level 3_0), the output's sizes except 1 on ``axis``.
+    values_tensor: ``ValuesTensor``: at least two elements, at the same rank;
+      flat element 0 is OffValue, flat element 1 is OnValue.
+    output_tensor: ``OutputTensor``: the values' data type.
+    axis: ``Axis``, in ``[0, rank - 1]``.
+
+  Raises:
+    DescriptorError: from :func:`execute` (constructing a descriptor never
+      raises), at trace time and listing every broken rule: a tensor
+      descriptor, data type or rank outside the feature level's table, unequal
+      ranks, ``axis`` out of range, indices without size 1 on ``axis``, fewer
+      than two values, a wrong output descriptor, or arrays that do not
+      match.
 
   Example:
     >>> import dmljax as dml, numpy as np

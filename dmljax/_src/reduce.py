@@ -46,7 +46,17 @@ from dmljax._src.tensor_desc import TensorDesc
 
 
 class ReduceFunction(enum.IntEnum):
-  """``DML_REDUCE_FUNCTION``, with the numeric values of ``directml.h``."""
+  """``DML_REDUCE_FUNCTION``, with the numeric values of ``directml.h``.
+
+  The reduction :func:`reduce` and :class:`ReduceDesc` apply (formulas in
+  :func:`reduce`). :func:`reduce` also takes the lower-case names.
+
+  Example:
+    >>> import dmljax as dml, jax.numpy as jnp
+    >>> x = jnp.array([1., 2., 3.])
+    >>> dml.reduce(x, dml.ReduceFunction.SUM_SQUARE).tolist(), dml.reduce(x, "l1").tolist()
+    ([14.0], [6.0])
+  """
 
   ARGMAX = 0
   ARGMIN = 1
@@ -85,7 +95,29 @@ _TABLE = {
 
 @dataclasses.dataclass(frozen=True)
 class ReduceDesc:
-  """``DML_REDUCE_OPERATOR_DESC``: ``function`` over ``axes``, output keeps the rank.
+  """``DML_REDUCE_OPERATOR_DESC``: one of twelve reductions over ``axes``; the output keeps the rank.
+
+  See :func:`reduce` (the functional form) for the functions' formulas.
+  float16 accumulates in float32 and rounds once; integers wrap.
+
+  Attributes:
+    function: ``Function``, a :class:`ReduceFunction`.
+    input_tensor: ``InputTensor``, the tensor to reduce; AVERAGE, L2, LOG_SUM
+      and LOG_SUM_EXP need FLOAT32 or FLOAT16, and the other functions' types
+      follow the feature level's table for that function.
+    output_tensor: ``OutputTensor``: the input's sizes with 1 on every reduced
+      axis; the input's data type, or INT32/INT64/UINT32/UINT64 for ARGMAX and
+      ARGMIN.
+    axes: ``Axes`` (``AxisCount`` is ``len(axes)``): distinct axes in
+      ``[0, rank - 1]``; empty applies ``function`` to every element alone.
+
+  Raises:
+    DescriptorError: from :func:`execute` (constructing a descriptor never
+      raises), at trace time and listing every broken rule: an unknown
+      ``function``, a tensor descriptor, data type or rank outside the
+      function's table at the feature level, unequal ranks, repeated or
+      out-of-range ``axes``, a wrong output descriptor, or arrays that do not
+      match.
 
   Example:
     >>> import dmljax as dml, numpy as np
@@ -196,8 +228,29 @@ def reduce(
 ) -> jax.Array:
   r"""Applies a DirectML reduction ``function`` over ``axes``, DirectML REDUCE.
 
-  See the module table for the twelve functions; :math:`N` is the product of
-  the reduced sizes and an empty ``axes`` gives :math:`N = 1`.
+  Over the elements :math:`x_1, \ldots, x_N` of every reduced block
+  (:math:`N` is the product of the reduced sizes; an empty ``axes`` gives
+  :math:`N = 1`, each element reduced on its own):
+
+  =============  ==================================================
+  function       result
+  =============  ==================================================
+  ARGMAX/ARGMIN  first row-major flat index of the extreme element
+                 (as :func:`argmax`/:func:`argmin`, INCREASING)
+  AVERAGE        :math:`\frac{1}{N}\sum_i x_i`
+  L1             :math:`\sum_i |x_i|`
+  L2             :math:`\sqrt{\sum_i x_i^2}`
+  LOG_SUM        :math:`\log \sum_i x_i`
+  LOG_SUM_EXP    :math:`\log \sum_i e^{x_i}`, computed stably
+  MAX/MIN        the extreme value; NaN if any element is NaN
+  MULTIPLY       :math:`\prod_i x_i`
+  SUM            :math:`\sum_i x_i`
+  SUM_SQUARE     :math:`\sum_i x_i^2`
+  =============  ==================================================
+
+  float16 and bfloat16 accumulate in float32 and round once at the end;
+  integers accumulate in their own type and wrap (two's complement). Every
+  function but ARGMAX/ARGMIN is differentiable.
 
   Args:
     x: array of an integer or floating dtype (bfloat16 included), rank 1 to 8;

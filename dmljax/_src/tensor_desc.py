@@ -31,9 +31,15 @@ class TensorDesc:
   Constructing one never raises for a rule violation; :func:`dmljax.execute`
   checks it against the operator and the arrays it is given.
 
-  Args:
-    data_type: a :class:`DataType` member (or its numeric value).
-    sizes: the size of every dimension, outermost first.
+  Attributes:
+    data_type: ``DataType``, a :class:`DataType` member (or its numeric value).
+    sizes: ``Sizes`` (``DimensionCount`` is ``len(sizes)``), outermost first:
+      1 to 8 dimensions, none of size 0.
+
+  Raises:
+    DescriptorError: from :func:`execute`, for an unknown data type, a rank
+      outside 1 to 8, a size below 1, a 64-bit type without
+      ``jax_enable_x64``, or an array whose dtype or shape differs.
 
   Example:
     >>> import dmljax as dml
@@ -50,11 +56,21 @@ class TensorDesc:
 
   @property
   def rank(self) -> int:
+    """The number of dimensions (DirectML's ``DimensionCount``)."""
     return len(self.sizes)
 
   @classmethod
   def like(cls, x: Any) -> TensorDesc:
-    """The descriptor of an array (or ``jax.ShapeDtypeStruct``) with a DirectML dtype."""
+    """The descriptor of an array (or ``jax.ShapeDtypeStruct``) with a DirectML dtype.
+
+    Raises:
+      TypeError: for a dtype DirectML has no data type for (bfloat16, bool).
+
+    Example:
+      >>> import dmljax as dml, numpy as np
+      >>> dml.TensorDesc.like(np.zeros((2, 3), np.float16))
+      TensorDesc(data_type=<DataType.FLOAT16: 2>, sizes=(2, 3))
+    """
     data_type = dtypes.data_type_of(x.dtype)
     if data_type is None:
       raise TypeError(f"dtype {np.dtype(x.dtype).name} has no DirectML data type")

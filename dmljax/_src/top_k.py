@@ -33,7 +33,29 @@ from dmljax._src.tensor_desc import TensorDesc
 
 @dataclasses.dataclass(frozen=True)
 class TopKDesc:
-  """``DML_TOP_K_OPERATOR_DESC``: TOP_K1 with ``axis_direction`` DECREASING.
+  """``DML_TOP_K_OPERATOR_DESC``: the ``k`` largest elements of every sequence along ``axis``.
+
+  TOP_K1 with ``axis_direction`` DECREASING: values sorted descending, equal
+  values (-0.0 and +0.0, any two NaNs) in ascending index order, NaN above
+  +inf. :func:`execute` returns ``(values, indices)``; :func:`top_k` is the
+  functional form.
+
+  Attributes:
+    input_tensor: ``InputTensor``, the tensor to select from.
+    output_value_tensor: ``OutputValueTensor``: the input's data type and
+      sizes, except ``k`` on ``axis``.
+    output_index_tensor: ``OutputIndexTensor``: UINT32 (UINT64 from feature
+      level 5_0), same sizes; indices count from the start of the sequence.
+    axis: ``Axis``, in ``[0, rank - 1]``.
+    k: ``K``, with ``1 <= k <= input_tensor.sizes[axis]``.
+
+  Raises:
+    DescriptorError: from :func:`execute` (constructing a descriptor never
+      raises), at trace time and listing every broken rule: a tensor
+      descriptor, data type or rank outside the feature level's table (TOP_K1's),
+      unequal ranks, ``axis`` or ``k`` out of range, an index type too narrow
+      for the axis, output descriptors other than the operator's outputs, or
+      arrays that do not match their descriptors.
 
   Example:
     >>> import dmljax as dml, numpy as np
@@ -54,7 +76,33 @@ class TopKDesc:
 
 @dataclasses.dataclass(frozen=True)
 class TopK1Desc:
-  """``DML_TOP_K1_OPERATOR_DESC``: top-K along ``axis`` in either direction.
+  """``DML_TOP_K1_OPERATOR_DESC``: the ``k`` largest or smallest elements of every sequence along ``axis``.
+
+  DECREASING selects the largest, sorted descending; INCREASING the smallest,
+  sorted ascending. In both directions equal values (-0.0 and +0.0, any two
+  NaNs) appear in ascending index order and NaN ranks above +inf (first when
+  DECREASING, last when INCREASING); values come back bit-exactly.
+  :func:`execute` returns ``(values, indices)``; :func:`top_k` is the
+  functional form.
+
+  Attributes:
+    input_tensor: ``InputTensor``, the tensor to select from.
+    output_value_tensor: ``OutputValueTensor``: the input's data type and
+      sizes, except ``k`` on ``axis``.
+    output_index_tensor: ``OutputIndexTensor``: UINT32 (UINT64 from feature
+      level 5_0), same sizes; indices count from the start of the sequence.
+    axis: ``Axis``, in ``[0, rank - 1]``.
+    k: ``K``, with ``1 <= k <= input_tensor.sizes[axis]`` (the seed says
+      "less than"; equality is accepted, as DirectML's own clients pass it).
+    axis_direction: ``AxisDirection``, an :class:`AxisDirection`.
+
+  Raises:
+    DescriptorError: from :func:`execute` (constructing a descriptor never
+      raises), at trace time and listing every broken rule: a tensor
+      descriptor, data type or rank outside the feature level's table, unequal
+      ranks, ``axis``, ``k`` or ``axis_direction`` out of range, an index type
+      too narrow for the axis, output descriptors other than the operator's
+      outputs, or arrays that do not match their descriptors.
 
   Example:
     >>> import dmljax as dml, numpy as np
