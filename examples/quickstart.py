@@ -15,7 +15,7 @@ import numpy as np
 import dmljax as dml
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
-from seed_examples import SEED_EXAMPLES  # noqa: E402  (the seed pages' examples, as data)
+from seed_examples import SEED_EXAMPLES
 
 
 def tensor(spec: tuple) -> tuple[dml.TensorDesc, np.ndarray]:

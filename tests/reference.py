@@ -23,11 +23,11 @@ been imported by the caller (which is the only way to create such arrays).
 import numpy as np
 
 __all__ = [
-    "ref_top_k",
     "ref_arg_reduce",
     "ref_gather_nd",
-    "ref_reduce",
     "ref_one_hot",
+    "ref_reduce",
+    "ref_top_k",
 ]
 
 # dtype names of ml_dtypes' floating types (bfloat16, float8_e4m3fn, ...).
@@ -124,7 +124,7 @@ def _to_last(x: np.ndarray, axes: tuple) -> np.ndarray:
     k = len(axes)
     moved = np.moveaxis(x, axes, tuple(range(nd - k, nd)))
     kept_shape = moved.shape[: nd - k]
-    return moved.reshape(kept_shape + (-1,) if k else kept_shape + (1,))
+    return moved.reshape((*kept_shape, -1) if k else (*kept_shape, 1))
 
 
 def _keepdims_shape(shape: tuple, axes: tuple) -> tuple:
@@ -397,7 +397,7 @@ def ref_one_hot(indices, values, depth: int, axis: int) -> np.ndarray:
     else:
         raise TypeError(f"ONE_HOT: indices must be integers, got {indices.dtype}")
 
-    out_shape = indices.shape[:axis] + (depth,) + indices.shape[axis + 1:]
+    out_shape = (*indices.shape[:axis], depth, *indices.shape[axis + 1:])
     iota_shape = [1] * indices.ndim
     iota_shape[axis] = depth
     iota = np.arange(depth, dtype=np.int64).reshape(iota_shape)

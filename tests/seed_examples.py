@@ -306,7 +306,8 @@ _ONE_HOT = [
         },
         "outputs": {
             "output_tensor": ("FLOAT32", (1, 1, 3, 4), [[[[0, 1, 0, 0],    # negative indices count from the end
-                                                          [0, 0, 0, 0],    # out-of-bounds indices are ignored; all elements are set to OffValue
+                                                          [0, 0, 0, 0],    # out-of-bounds indices are ignored;
+                                                                           # all elements are set to OffValue
                                                           [0, 0, 0, 1]]]]),
         },
     },
