@@ -29,6 +29,7 @@ from _helpers import BFLOAT16, SMALL_FLOATS, SMALL_INTS, WIDE_TYPES, assert_bitw
 import dmljax as dml
 
 MAX_ELEMENTS = 256
+CASES_PER_TYPE = 6  # drawn configurations per operator and type (each compiled once, run on several data sets)
 DIRECTIONS = ("increasing", "decreasing")
 INDEX_DTYPES = tuple(np.dtype(t) for t in (np.uint32, np.int32))
 WIDE_INDEX_DTYPES = tuple(np.dtype(t) for t in (np.uint32, np.int32, np.uint64, np.int64))
@@ -38,6 +39,11 @@ DML_INDEX_TYPES = tuple(np.dtype(t) for t in (np.int32, np.int64, np.uint32, np.
 
 def _dtype_id(dtype: Any) -> str:
   return np.dtype(dtype).name
+
+
+def _offset(dtype: np.dtype) -> int:
+  """Where a type's cycle through ranks 1 to 8 starts, so that the types together cover every rank."""
+  return zlib.crc32(dtype.name.encode()) % 8
 
 
 def _rng(*key: object) -> np.random.Generator:
@@ -133,9 +139,9 @@ def _index_dtypes() -> tuple[np.dtype, ...]:
 # --------------------------------------------------------------------------- #
 # TOP_K
 # --------------------------------------------------------------------------- #
-def _top_k_cases(rng: np.random.Generator, count: int) -> Iterator[tuple[tuple[int, ...], int, int, str]]:
+def _top_k_cases(rng: np.random.Generator, count: int, offset: int) -> Iterator[tuple[tuple[int, ...], int, int, str]]:
   for i in range(count):
-    rank = i % 8 + 1
+    rank = (i + offset) % 8 + 1
     axis = int(rng.integers(rank))
     shape = _shape(rng, rank, at_least={axis: int(rng.integers(1, 8))})
     k = int(rng.integers(1, shape[axis] + 1))
@@ -144,7 +150,7 @@ def _top_k_cases(rng: np.random.Generator, count: int) -> Iterator[tuple[tuple[i
 
 def test_top_k(dtype):
   rng = _rng("top_k", dtype.name)
-  for case, (shape, axis, k, direction) in enumerate(_top_k_cases(rng, 8)):
+  for case, (shape, axis, k, direction) in enumerate(_top_k_cases(rng, CASES_PER_TYPE, _offset(dtype))):
     use_descriptor = _is_dml(dtype, float64=False) and case % 2 == 1
     # The descriptor path takes UINT32/UINT64 indices; sharing the functional call's type shares its compilation.
     index_dtype = _index_dtypes()[case % len(_index_dtypes())] if not use_descriptor else np.dtype(np.uint32)
@@ -208,8 +214,8 @@ def _axes_subset(rng: np.random.Generator, rank: int, *, allow_empty: bool = Fal
 
 def test_arg_min_max(dtype):
   rng = _rng("arg", dtype.name)
-  for case in range(10):
-    rank = case % 8 + 1
+  for case in range(CASES_PER_TYPE):
+    rank = (case + _offset(dtype)) % 8 + 1
     shape = _shape(rng, rank)
     axes = _axes_subset(rng, rank)
     kind, direction = ("min", "max")[case % 2], DIRECTIONS[(case // 2) % 2]
@@ -272,10 +278,12 @@ def _indices(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype, 
   return np.stack(columns, axis=-1) if columns else np.zeros(shape, dtype)
 
 
-def _gather_cases(rng: np.random.Generator, count: int) -> Iterator[tuple[tuple[int, ...], tuple[int, ...], int]]:
+def _gather_cases(
+  rng: np.random.Generator, count: int, offset: int
+) -> Iterator[tuple[tuple[int, ...], tuple[int, ...], int]]:
   """(x shape, indices shape, batch_dims) with ranks 1 to 8 (x) and 1 to 5 (indices)."""
   for case in range(count):
-    x_rank = case % 8 + 1
+    x_rank = (case + offset) % 8 + 1
     batch = int(rng.integers(0, min(x_rank - 1, 3) + 1)) if x_rank > 1 else 0
     q = int(rng.integers(1, x_rank - batch + 1))
     lead_rank = int(rng.integers(0, 3))
@@ -287,7 +295,7 @@ def _gather_cases(rng: np.random.Generator, count: int) -> Iterator[tuple[tuple[
 def test_gather_nd(dtype):
   rng = _rng("gather", dtype.name)
   index_types = ALL_INTS if _wide() else SMALL_INTS
-  for case, (x_shape, i_shape, batch) in enumerate(_gather_cases(rng, 10)):
+  for case, (x_shape, i_shape, batch) in enumerate(_gather_cases(rng, CASES_PER_TYPE, _offset(dtype))):
     index_dtype = index_types[case % len(index_types)]
     q = i_shape[-1]
     descriptor_ok = _is_dml(dtype) and index_dtype in DML_INDEX_TYPES
@@ -436,10 +444,12 @@ def _ref_reduce(x: np.ndarray, function: str, axes: tuple[int, ...]) -> np.ndarr
 
 def _reduce_cases(rng: np.random.Generator, dtype: np.dtype) -> Iterator[tuple[str, tuple[int, ...], tuple[int, ...]]]:
   functions = [f for f in FUNCTIONS if _is_float(dtype) or f not in FLOAT_ONLY]
-  for case, function in enumerate(functions * 2):
-    rank = (case * 3) % 8 + 1
+  # The offset varies which function meets which rank and axes style from dtype to dtype.
+  offset = _offset(dtype)
+  for case, function in enumerate(functions + functions[1::2]):
+    rank = (case * 3 + offset) % 8 + 1
     shape = _shape(rng, rank)
-    style = case % 4
+    style = (case + offset) % 4
     if style == 0:
       axes: tuple[int, ...] = ()
     elif style == 1:
@@ -521,8 +531,8 @@ def _one_hot_indices(rng: np.random.Generator, shape: tuple[int, ...], dtype: np
 def test_one_hot(dtype):
   rng = _rng("one_hot", dtype.name)
   index_types = ALL_INTS if _wide() else SMALL_INTS
-  for case in range(10):
-    rank = case % 8 + 1
+  for case in range(CASES_PER_TYPE):
+    rank = (case + _offset(dtype)) % 8 + 1
     axis = int(rng.integers(rank))
     depth = int(rng.integers(1, 7))
     shape = list(_shape(rng, rank))
