@@ -24,7 +24,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, ordering, tensor_desc
+from dmljax._src import descriptor_path, dtypes, selection, tensor_desc
 from dmljax._src.axes import AxisDirection
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -104,10 +104,7 @@ def _check_top_k(
 
 @functools.partial(jax.jit, static_argnames=("k", "axis", "descending", "index_dtype"))
 def _top_k(x: jax.Array, *, k: int, axis: int, descending: bool, index_dtype: np.dtype) -> tuple[jax.Array, jax.Array]:
-  sequences = jnp.moveaxis(x, axis, -1)
-  key = ordering.ascending_key(sequences) if descending else ordering.descending_key(sequences)
-  indices = ordering.top_k_by_key(key, k)
-  values = jnp.take_along_axis(sequences, indices, axis=-1, mode="promise_in_bounds")
+  values, indices = selection.top_k_last_axis(jnp.moveaxis(x, axis, -1), k, descending)
   return jnp.moveaxis(values, -1, axis), jnp.moveaxis(indices.astype(index_dtype), -1, axis)
 
 
