@@ -38,11 +38,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.experimental.custom_partitioning import custom_partitioning
-from jax.sharding import AxisType, NamedSharding, PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 
-from dmljax._src import ordering
-
-AxisNames = tuple[str, ...]
+from dmljax._src import ordering, shardings
 
 
 def local_top_k(sequences: jax.Array, k: int, descending: bool) -> tuple[jax.Array, jax.Array]:
@@ -53,7 +51,9 @@ def local_top_k(sequences: jax.Array, k: int, descending: bool) -> tuple[jax.Arr
   return values, indices
 
 
-def _per_shard_top_k(shard: jax.Array, k: int, descending: bool, names: AxisNames) -> tuple[jax.Array, jax.Array]:
+def _per_shard_top_k(
+  shard: jax.Array, k: int, descending: bool, names: shardings.AxisNames
+) -> tuple[jax.Array, jax.Array]:
   """Runs on each shard, inside a manual (shard_map-like) context over ``names``."""
   size = shard.shape[-1]
   values, indices = local_top_k(shard, min(k, size), descending)
@@ -66,25 +66,14 @@ def _per_shard_top_k(shard: jax.Array, k: int, descending: bool, names: AxisName
   return merged, jnp.take_along_axis(indices, position, axis=-1, mode="promise_in_bounds")
 
 
-def _names(entry: Any) -> AxisNames:
-  if entry is None:
-    return ()
-  return tuple(entry) if isinstance(entry, (tuple, list)) else (entry,)
-
-
-def _full_spec(spec: Any, ndim: int) -> tuple[Any, ...]:
-  entries = tuple(spec)
-  return entries + (None,) * (ndim - len(entries))
-
-
 def _partition(
   k: int, descending: bool, mesh: Any, arg_shapes: Any, result_shape: Any
 ) -> tuple[Any, Callable[..., Any], tuple[NamedSharding, NamedSharding], tuple[NamedSharding]]:
   """custom_partitioning's rule: keep batch shardings, split the sequence axis as local top-k + merge."""
   del result_shape
   (operand,) = arg_shapes
-  spec = _full_spec(operand.sharding.spec, len(operand.shape))
-  names = _names(spec[-1])
+  spec = shardings.full_spec(operand.sharding.spec, len(operand.shape))
+  names = shardings.names(spec[-1])
   shard_count = math.prod(mesh.shape[n] for n in names)
   out_sharding = NamedSharding(mesh, PartitionSpec(*spec[:-1], None))
   if shard_count == 1 or operand.shape[-1] % shard_count:
@@ -107,26 +96,13 @@ def _partitioned_top_k(sequences: jax.Array, k: int, descending: bool) -> tuple[
 _partitioned_top_k.def_partition(partition=_partition, sharding_rule="... n -> ... k, ... k")
 
 
-def _explicit_sequence_sharding(sequences: jax.Array) -> tuple[Any, tuple[Any, ...], AxisNames] | None:
-  """``(mesh, spec, names)`` when the array's type says its last axis is sharded over explicit mesh axes."""
-  sharding = jax.typeof(sequences).sharding
-  mesh = getattr(sharding, "mesh", None)
-  if mesh is None or getattr(mesh, "empty", True):
-    return None
-  spec = _full_spec(sharding.spec, sequences.ndim)
-  names = _names(spec[-1])
-  axis_type = dict(zip(mesh.axis_names, mesh.axis_types, strict=True))
-  if not names or not all(axis_type[n] == AxisType.Explicit for n in names):
-    return None
-  return mesh, spec, names
-
-
 def _dispatch(sequences: jax.Array, k: int, descending: bool) -> tuple[jax.Array, jax.Array]:
-  explicit = _explicit_sequence_sharding(sequences)
-  if explicit is None:
+  explicit = shardings.explicit_spec(sequences)
+  axis_names = shardings.names(explicit[1][-1]) if explicit else ()
+  if explicit is None or not axis_names:
     return _partitioned_top_k(sequences, k, descending)
-  mesh, spec, names = explicit
-  body = functools.partial(_per_shard_top_k, k=k, descending=descending, names=names)
+  mesh, spec = explicit
+  body = functools.partial(_per_shard_top_k, k=k, descending=descending, names=axis_names)
   out_spec = PartitionSpec(*spec[:-1], None)
   mapped = jax.shard_map(
     body, mesh=mesh, in_specs=PartitionSpec(*spec), out_specs=(out_spec, out_spec), check_vma=False
