@@ -191,3 +191,23 @@ def test_only_candidates_cross_devices(kind: str) -> None:
       assert 0 < moved < shard_bytes
       _assert_same(jitted(logits), fn(logits))
       _assert_same(jax.jit(fn)(jax.device_put(logits, sharding)), fn(logits))
+
+
+@pytest.mark.parametrize("axis_names", [frozenset({"b", "x"}), frozenset({"b"})])
+def test_top_k_inside_shard_map(axis_names: frozenset[str]) -> None:
+  """Inside shard_map each device's block is its own input (the partitioner is not asked to split it)."""
+  mesh = _mesh("auto")
+  fn = jax.shard_map(lambda x: dml.top_k(x, 3), mesh=mesh, in_specs=P("b"), out_specs=P("b"), axis_names=axis_names)
+  _assert_same(jax.jit(fn)(X), dml.top_k(X, 3))
+
+
+def test_top_k_under_set_mesh_with_explicit_axes() -> None:
+  mesh = _mesh("explicit")
+  with jax.set_mesh(mesh):
+    x = jax.device_put(X, P("b", "x"))
+    values, indices = jax.jit(lambda x: dml.top_k(x, 6, axis=1, direction="increasing"))(x)
+    vmapped = jax.jit(jax.vmap(lambda row: dml.top_k(row, 6, axis=0)))(x)
+  want = dml.top_k(X, 6, axis=1, direction="increasing")
+  _assert_same((values, indices), want)
+  assert values.sharding.spec[0] == "b"
+  _assert_same(vmapped, dml.top_k(X, 6, axis=1))

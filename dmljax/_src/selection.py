@@ -97,6 +97,9 @@ _partitioned_top_k.def_partition(partition=_partition, sharding_rule="... n -> .
 
 
 def _dispatch(sequences: jax.Array, k: int, descending: bool) -> tuple[jax.Array, jax.Array]:
+  if jax.sharding.get_abstract_mesh().manual_axes:
+    # Inside shard_map, the caller already controls what each device holds.
+    return local_top_k(sequences, k, descending)
   explicit = shardings.explicit_spec(sequences)
   axis_names = shardings.names(explicit[1][-1]) if explicit else ()
   if explicit is None or not axis_names:

@@ -119,6 +119,14 @@ def top_k(
   :math:`\mathrm{values} = s[i]`. Equal values (including -0.0 and +0.0, and any
   two NaNs) appear in ascending index order in both directions.
 
+  Composes with ``jax.jit``, ``jax.vmap``, ``jax.grad`` and ``jax.export``. When
+  ``x`` is sharded along ``axis`` (by ``jax.jit``'s ``in_shardings`` or a
+  placed array, on a mesh with automatic or explicit axes), nothing needs to
+  change: each device selects its own ``k`` candidates, offsets their indices
+  by its shard's start, and only those ``k`` candidates per shard are
+  all-gathered and merged, with exactly the unsharded values and indices (tie
+  order included). Shardings of the other axes are kept.
+
   Args:
     x: array of any integer or floating dtype (bfloat16 included), rank 1 to 8.
     k: number of elements to select, ``1 <= k <= x.shape[axis]``.
