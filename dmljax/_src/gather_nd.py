@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
@@ -159,9 +159,8 @@ def _gather_nd(x: jax.Array, indices: jax.Array, *, batch_dims: int) -> jax.Arra
   explicit = _explicit_output_spec(x, indices, batch_dims)
   if explicit is not None:
     mesh, spec = explicit
-    with jax.sharding.use_abstract_mesh(mesh):
-      kernel = functools.partial(_gather_kernel, batch_dims=batch_dims)
-      return jax.sharding.auto_axes(kernel, out_sharding=spec)(x, indices)
+    kernel = functools.partial(_gather_kernel, batch_dims=batch_dims)
+    return jax.sharding.auto_axes(kernel, out_sharding=NamedSharding(mesh, spec))(x, indices)
   return _gather_kernel(x, indices, batch_dims)
 
 
