@@ -148,9 +148,17 @@ def test_top_k_gradient_along_sharded_axis(kind: str) -> None:
     return jnp.sum(dml.top_k(x, 5, axis=1)[0] * weights)
 
   want = jax.grad(loss)(x)
-  got = jax.jit(jax.grad(loss), in_shardings=NamedSharding(mesh, P("b", "x")))(x)
+  sharding = NamedSharding(mesh, P("b", "x"))
+  got = jax.jit(jax.grad(loss), in_shardings=sharding)(x)
   _assert_same(got, want)
   assert np.count_nonzero(np.asarray(got)) == 5 * 8 * 8
+  _assert_same(jax.jit(jax.grad(loss))(jax.device_put(x, sharding)), want)
+  tangent = np.cos(x)
+
+  def values_jvp(x: jax.Array, t: jax.Array) -> Any:
+    return jax.jvp(lambda x: dml.top_k(x, 5, axis=1)[0], (x,), (t,))
+
+  _assert_same(jax.jit(values_jvp)(jax.device_put(x, sharding), tangent), values_jvp(x, tangent))
 
 
 _BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4}

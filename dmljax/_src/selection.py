@@ -139,5 +139,9 @@ def top_k_last_axis(sequences: jax.Array, k: int, descending: bool) -> tuple[jax
 def _top_k_jvp(k: int, descending: bool, primals: Any, tangents: Any) -> Any:
   (sequences,), (tangent,) = primals, tangents
   values, indices = top_k_last_axis(sequences, k, descending)
-  value_tangent = jnp.take_along_axis(tangent, indices, axis=-1, mode="promise_in_bounds")
+  pick = functools.partial(jnp.take_along_axis, axis=-1, mode="promise_in_bounds")
+  if shardings.explicit_spec(tangent) is not None:
+    # On explicit axes a gather along a sharded axis needs its output sharding named: the values'.
+    pick = jax.sharding.auto_axes(pick, out_sharding=jax.typeof(values).sharding)
+  value_tangent = pick(tangent, indices)
   return (values, indices), (value_tangent, np.zeros(indices.shape, jax.dtypes.float0))
