@@ -15,6 +15,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 from jax import export
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 import dmljax as dml
 
@@ -120,3 +122,23 @@ def test_exported_top_k_is_differentiable() -> None:
   exported = export.export(jax.jit(loss), platforms=PLATFORMS)(jax.ShapeDtypeStruct(x.shape, x.dtype))
   restored = export.deserialize(exported.serialize(vjp_order=1))
   np.testing.assert_array_equal(jax.grad(restored.call)(x), jax.grad(loss)(x))
+
+
+@pytest.mark.parametrize("spec", [P("b"), P("b", "x"), P(None, ("b", "x"))], ids=str)
+def test_program_sharded_over_explicit_axes_exports(spec: P) -> None:
+  """On explicit axes the sharded top-k is a shard_map, which serializes (no partitioning callback)."""
+  mesh = jax.make_mesh((2, 4), ("b", "x"))
+  sharding = NamedSharding(mesh, spec)
+  x = _values((8, 64), np.float32)
+
+  def fn(x: jax.Array) -> Any:
+    return dml.top_k(x, 5), dml.argmax(x, 1, direction="decreasing")
+
+  exported = export.export(jax.jit(fn))(jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding))
+  assert exported.nr_devices == 8
+  got = export.deserialize(exported.serialize()).call(jax.device_put(x, sharding))
+  want = fn(x)
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+    np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+  if spec[0] == "b":
+    assert all(leaf.sharding.spec[0] == "b" for leaf in jax.tree.leaves(got))

@@ -101,10 +101,13 @@ def _dispatch(sequences: jax.Array, k: int, descending: bool) -> tuple[jax.Array
     # Inside shard_map, the caller already controls what each device holds.
     return local_top_k(sequences, k, descending)
   explicit = shardings.explicit_spec(sequences)
-  axis_names = shardings.names(explicit[1][-1]) if explicit else ()
-  if explicit is None or not axis_names:
+  if explicit is None:
     return _partitioned_top_k(sequences, k, descending)
   mesh, spec = explicit
+  axis_names = shardings.names(spec[-1])
+  if not axis_names:
+    # The type says no device splits a sequence: XLA keeps the other axes' shardings by itself.
+    return local_top_k(sequences, k, descending)
   body = functools.partial(_per_shard_top_k, k=k, descending=descending, names=axis_names)
   out_spec = PartitionSpec(*spec[:-1], None)
   mapped = jax.shard_map(

@@ -125,7 +125,10 @@ def top_k(
   change: each device selects its own ``k`` candidates, offsets their indices
   by its shard's start, and only those ``k`` candidates per shard are
   all-gathered and merged, with exactly the unsharded values and indices (tie
-  order included). Shardings of the other axes are kept.
+  order included). Shardings of the other axes are kept. On automatic mesh
+  axes this is a ``custom_partitioning`` rule, which ``jax.export`` cannot
+  serialize inside a program for several devices; on explicit axes (the
+  default of ``jax.make_mesh``) it is a ``shard_map``, which it can.
 
   Args:
     x: array of any integer or floating dtype (bfloat16 included), rank 1 to 8.
