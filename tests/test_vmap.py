@@ -247,3 +247,19 @@ def test_jit_retraces_for_new_static_options_only() -> None:
   for k, _ in itertools.product((1, 2), range(2)):
     np.testing.assert_array_equal(g(x, k)[0], np.sort(x, axis=-1)[:, ::-1][:, :k])
   assert ks == [1, 2]
+
+
+def test_second_order_derivatives_of_top_k_under_vmap() -> None:
+  """Hessian of sum(values**2): 2 on the diagonal at the selected positions, 0 elsewhere."""
+  x = _ties((3, 7)) + np.arange(7, dtype=np.float32) / 8
+
+  def loss(row: jax.Array) -> jax.Array:
+    return jnp.sum(dml.top_k(row, 3)[0] ** 2)
+
+  hessians = jax.vmap(jax.hessian(loss))(x)
+  selected = np.argsort(-x, axis=1, kind="stable")[:, :3]
+  want = np.zeros((3, 7, 7), np.float32)
+  for b in range(3):
+    want[b, selected[b], selected[b]] = 2.0
+  np.testing.assert_array_equal(hessians, want)
+  _assert_same(hessians, _loop(jax.hessian(loss), [x], (0,), 3))
