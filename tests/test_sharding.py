@@ -167,10 +167,10 @@ _COLLECTIVE = re.compile(r"=\s*(.+?)\s+(all-gather|all-reduce|all-to-all|collect
 _SHAPE = re.compile(r"\b([a-z]+\d*)\[([\d,]*)\]")
 
 
-def _collective_bytes(fn: Callable[..., Any], *args: Any) -> int:
-  """Bytes produced by every collective of the compiled program (each device's view, summed)."""
+def _collective_bytes(compiled: Any) -> int:
+  """Bytes produced by every collective of a compiled program (each device's view, summed)."""
   total = 0
-  for line in fn.lower(*args).compile().as_text().splitlines():
+  for line in compiled.as_text().splitlines():
     match = _COLLECTIVE.search(line)
     if match:
       for dtype, dims in _SHAPE.findall(match.group(1)):
@@ -185,21 +185,23 @@ def test_only_candidates_cross_devices(kind: str) -> None:
   logits = _RNG.integers(-50, 50, (4, 8 * 1024)).astype(np.float32)
   sharding = NamedSharding(mesh, P(None, "v"))
   shard_bytes = logits.nbytes // 8
-  plain = jax.jit(lambda x: jax.lax.top_k(x, 8), in_shardings=NamedSharding(mesh, P(None, "v")))
-  assert _collective_bytes(plain, jax.ShapeDtypeStruct(logits.shape, logits.dtype)) >= shard_bytes
-  for direction in ("decreasing", "increasing"):
-    fns = [
-      lambda x, d=direction: dml.top_k(x, 8, direction=d),
-      lambda x, d=direction: dml.argmin(x, 1, direction=d),
-      lambda x, d=direction: dml.argmax(x, 1, direction=d),
-    ]
-    for fn in fns:
-      jitted = jax.jit(fn, in_shardings=sharding)
-      assert 0 < _collective_bytes(jitted, logits) < shard_bytes
-      _assert_same(jitted(logits), fn(logits))
-      placed = jax.device_put(logits, sharding)
-      assert 0 < _collective_bytes(jax.jit(fn), placed) < shard_bytes
-      _assert_same(jax.jit(fn)(placed), fn(logits))
+  plain = jax.jit(lambda x: jax.lax.top_k(x, 8), in_shardings=sharding).lower(logits).compile()
+  assert _collective_bytes(plain) >= shard_bytes
+  placed = jax.device_put(logits, sharding)
+  fns = [
+    lambda x: dml.top_k(x, 8),
+    lambda x: dml.top_k(x, 8, direction="increasing"),
+    lambda x: dml.argmin(x, 1),
+    lambda x: dml.argmax(x, 1, direction="decreasing"),
+  ]
+  for fn in fns:
+    want = fn(logits)
+    for compiled, arg in [
+      (jax.jit(fn, in_shardings=sharding).lower(logits).compile(), logits),
+      (jax.jit(fn).lower(placed).compile(), placed),
+    ]:
+      assert 0 < _collective_bytes(compiled) < shard_bytes
+      _assert_same(compiled(arg), want)
 
 
 @pytest.mark.parametrize("axis_names", [frozenset({"b", "x"}), frozenset({"b"})])
