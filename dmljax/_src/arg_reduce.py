@@ -205,6 +205,10 @@ _DOC = r"""The flat index of the {extreme} element over ``axes``, DirectML {op}.
   ascending order) of the {extreme} element: the first one for INCREASING, the
   last one for DECREASING. A NaN counts as the {extreme}; -0.0 equals +0.0.
 
+  Over axes sharded across devices, XLA's partitioner reduces each shard to
+  one (value, global index) candidate and combines only those, with the same
+  tie rule, so the result is exactly the unsharded one.
+
   Args:
     x: array of any integer or floating dtype (bfloat16 included), rank 1 to 8.
     axes: an axis or a sequence of distinct axes (negative count from the end);

@@ -29,10 +29,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.sharding import NamedSharding, PartitionSpec
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, index_math, tensor_desc
+from dmljax._src import descriptor_path, dtypes, index_math, shardings, tensor_desc
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
 from dmljax._src.tensor_desc import TensorDesc
@@ -183,8 +184,42 @@ def _check_gather_nd(
   return indices_shape[:-1] + x_shape[batch_dims + q :]
 
 
+def _explicit_output_spec(x: jax.Array, indices: jax.Array, batch_dims: int) -> tuple[Any, PartitionSpec] | None:
+  """Where the inputs' types carry explicit shardings: the output's, which the gather cannot infer alone.
+
+  Output dimensions take the indices' sharding (batch dimensions the input's where the indices' is
+  unsharded), trailing dimensions the input's; a mesh axis already used is not used again. Sharded
+  gathered dimensions are left to XLA's partitioner (a gather of clamped indices is exact either way).
+  """
+  found = shardings.explicit_spec(x) or shardings.explicit_spec(indices)
+  if found is None:
+    return None
+  mesh = found[0]
+  x_spec = shardings.full_spec(jax.typeof(x).sharding.spec, x.ndim)
+  indices_spec = shardings.full_spec(jax.typeof(indices).sharding.spec, indices.ndim)
+  q = indices.shape[-1]
+  wanted = [entry if entry is not None or d >= batch_dims else x_spec[d] for d, entry in enumerate(indices_spec[:-1])]
+  wanted += x_spec[batch_dims + q :]
+  used: set[str] = set()
+  out = []
+  for entry in wanted:
+    axis_names = shardings.names(entry)
+    out.append(None if used & set(axis_names) else entry)
+    used |= set(axis_names)
+  return mesh, PartitionSpec(*out)
+
+
 @functools.partial(jax.jit, static_argnames=("batch_dims",))
 def _gather_nd(x: jax.Array, indices: jax.Array, *, batch_dims: int) -> jax.Array:
+  explicit = _explicit_output_spec(x, indices, batch_dims)
+  if explicit is not None:
+    mesh, spec = explicit
+    kernel = functools.partial(_gather_kernel, batch_dims=batch_dims)
+    return jax.sharding.auto_axes(kernel, out_sharding=NamedSharding(mesh, spec))(x, indices)
+  return _gather_kernel(x, indices, batch_dims)
+
+
+def _gather_kernel(x: jax.Array, indices: jax.Array, batch_dims: int) -> jax.Array:
   q = indices.shape[-1]
   indexed_sizes = x.shape[batch_dims : batch_dims + q]
   positions = [index_math.wrap_and_clamp(indices[..., j], size) for j, size in enumerate(indexed_sizes)]

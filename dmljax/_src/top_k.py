@@ -24,7 +24,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, ordering, tensor_desc
+from dmljax._src import descriptor_path, dtypes, selection, tensor_desc
 from dmljax._src.axes import AxisDirection
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -152,10 +152,7 @@ def _check_top_k(
 
 @functools.partial(jax.jit, static_argnames=("k", "axis", "descending", "index_dtype"))
 def _top_k(x: jax.Array, *, k: int, axis: int, descending: bool, index_dtype: np.dtype) -> tuple[jax.Array, jax.Array]:
-  sequences = jnp.moveaxis(x, axis, -1)
-  key = ordering.ascending_key(sequences) if descending else ordering.descending_key(sequences)
-  indices = ordering.top_k_by_key(key, k)
-  values = jnp.take_along_axis(sequences, indices, axis=-1, mode="promise_in_bounds")
+  values, indices = selection.top_k_last_axis(jnp.moveaxis(x, axis, -1), k, descending)
   return jnp.moveaxis(values, -1, axis), jnp.moveaxis(indices.astype(index_dtype), -1, axis)
 
 
@@ -169,6 +166,17 @@ def top_k(
   sorted in that order, with their indices :math:`i` such that
   :math:`\mathrm{values} = s[i]`. Equal values (including -0.0 and +0.0, and any
   two NaNs) appear in ascending index order in both directions.
+
+  Composes with ``jax.jit``, ``jax.vmap``, ``jax.grad`` and ``jax.export``. When
+  ``x`` is sharded along ``axis`` (by ``jax.jit``'s ``in_shardings`` or a
+  placed array, on a mesh with automatic or explicit axes), nothing needs to
+  change: each device selects its own ``k`` candidates, offsets their indices
+  by its shard's start, and only those ``k`` candidates per shard are
+  all-gathered and merged, with exactly the unsharded values and indices (tie
+  order included). Shardings of the other axes are kept. On automatic mesh
+  axes this is a ``custom_partitioning`` rule, which ``jax.export`` cannot
+  serialize inside a program for several devices; on explicit axes (the
+  default of ``jax.make_mesh``) it is a ``shard_map``, which it can.
 
   Args:
     x: array of any integer or floating dtype (bfloat16 included), rank 1 to 8.

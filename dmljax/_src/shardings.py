@@ -1,0 +1,41 @@
+"""What an array's type says about its sharding (explicit mesh axes, "sharding in types").
+
+On a mesh with explicit axes (``jax.make_mesh``'s default) the sharding of every
+traced array is known at trace time; on automatic axes it is not, and these
+helpers report nothing, leaving the work to XLA's partitioner.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+from jax.sharding import AxisType
+
+AxisNames = tuple[str, ...]
+
+
+def names(entry: Any) -> AxisNames:
+  """The mesh axes of one PartitionSpec entry."""
+  if entry is None:
+    return ()
+  return tuple(entry) if isinstance(entry, (tuple, list)) else (entry,)
+
+
+def full_spec(spec: Any, ndim: int) -> tuple[Any, ...]:
+  """A PartitionSpec's entries, padded with ``None`` to ``ndim``."""
+  entries = tuple(spec)
+  return entries + (None,) * (ndim - len(entries))
+
+
+def explicit_spec(x: jax.Array) -> tuple[Any, tuple[Any, ...]] | None:
+  """``(mesh, spec)`` of an array sharded over at least one explicit mesh axis, else ``None``."""
+  sharding = jax.typeof(x).sharding
+  mesh = getattr(sharding, "mesh", None)
+  if mesh is None or getattr(mesh, "empty", True):
+    return None
+  spec = full_spec(sharding.spec, x.ndim)
+  axis_type = dict(zip(mesh.axis_names, mesh.axis_types, strict=True))
+  if not any(axis_type[n] == AxisType.Explicit for entry in spec for n in names(entry)):
+    return None
+  return mesh, spec

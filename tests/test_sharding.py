@@ -1,0 +1,224 @@
+"""Sharding on 8 CPU devices (issue 4, points 3 and 4).
+
+tests/conftest.py splits the host into 8 devices before JAX starts. Every
+operator runs on a 2x4 mesh with automatic axes (``jax.sharding.Mesh``) and on
+one with explicit axes (``jax.make_mesh``'s default), with inputs sharded along
+a batch axis and along the operated axis, both through ``jax.jit``'s
+``in_shardings`` and through inputs placed with ``jax.device_put``; results are
+compared exactly with the unsharded run. Inputs are small integers (as floats),
+so ties are everywhere and every float sum is exact in any order.
+"""
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import dmljax as dml
+
+F32, U32 = dml.DataType.FLOAT32, dml.DataType.UINT32
+_RNG = np.random.default_rng(19271)
+
+
+def _ties(shape: tuple[int, ...]) -> np.ndarray:
+  return _RNG.integers(-3, 4, shape).astype(np.float32)
+
+
+def _indices(shape: tuple[int, ...], low: int, high: int) -> np.ndarray:
+  return _RNG.integers(low, high, shape).astype(np.int32)
+
+
+def test_eight_cpu_devices_and_both_kinds_of_mesh() -> None:
+  assert len(jax.devices()) == 8, "tests/conftest.py must set --xla_force_host_platform_device_count=8"
+  assert _mesh("auto").axis_types == (AxisType.Auto, AxisType.Auto)
+  assert _mesh("explicit").axis_types == (AxisType.Explicit, AxisType.Explicit)
+
+
+def _mesh(kind: str) -> Mesh:
+  if kind == "explicit":
+    return jax.make_mesh((2, 4), ("b", "x"))  # explicit axes are this jax version's default
+  return Mesh(np.array(jax.devices()).reshape(2, 4), ("b", "x"))
+
+
+X = _ties((8, 16, 8))
+TOP_K1 = dml.TopK1Desc(
+  dml.TensorDesc(F32, X.shape), dml.TensorDesc(F32, (8, 6, 8)), dml.TensorDesc(U32, (8, 6, 8)), 1, 6, "increasing"
+)
+REDUCE_DESC = dml.ReduceDesc(
+  dml.ReduceFunction.ARGMAX, dml.TensorDesc(F32, X.shape), dml.TensorDesc(U32, (8, 1, 1)), (1, 2)
+)
+
+# (name, function, arguments, input specs, output dimension that must stay sharded along "b" or None)
+CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...], tuple[P, ...], int | None]] = [
+  ("top_k_batch", lambda x: dml.top_k(x, 5, axis=1), (X,), (P("b"),), 0),
+  ("top_k_axis", lambda x: dml.top_k(x, 6, axis=1), (X,), (P("b", "x"),), 0),
+  ("top_k_axis_increasing", lambda x: dml.top_k(x, 3, axis=1, direction="increasing"), (X,), (P(None, "x"),), None),
+  ("top_k_axis_both_mesh_axes", lambda x: dml.top_k(x, 5, axis=1), (X,), (P(None, ("b", "x")),), None),
+  ("top_k_last_axis", lambda x: dml.top_k(x, 4), (X,), (P("b", None, "x"),), 0),
+  ("execute_top_k1_axis", lambda x: dml.execute(TOP_K1, x), (X,), (P("b", "x"),), 0),
+  ("argmin_axes", lambda x: dml.argmin(x, (1, 2)), (X,), (P("b", "x"),), 0),
+  ("argmin_axes_both", lambda x: dml.argmin(x, (1, 2), direction="decreasing"), (X,), (P(None, "x", "b"),), None),
+  ("argmax_axes", lambda x: dml.argmax(x, (0, 1), direction="decreasing"), (X,), (P("b", "x"),), None),
+  ("argmax_batch", lambda x: dml.argmax(x, 2), (X,), (P("b"),), 0),
+  *[(f"reduce_{f.name}", lambda x, f=f: dml.reduce(x, f, (1, 2)), (X,), (P("b", "x"),), 0) for f in dml.ReduceFunction],
+  ("execute_reduce_argmax", lambda x: dml.execute(REDUCE_DESC, x), (X,), (P("b", "x", None),), 0),
+  (
+    "gather_nd_batch",
+    lambda x, i: dml.gather_nd(x, i, batch_dims=1),
+    (X, _indices((8, 5, 1), -20, 20)),
+    (P("b", "x"), P("b")),
+    0,
+  ),
+  (
+    "gather_nd_gathered_dims",
+    lambda x, i: dml.gather_nd(x, i),
+    (X, _indices((5, 2), -20, 20)),
+    (P("b", "x"), P()),
+    None,
+  ),
+  (
+    "gather_nd_batch_indices",
+    lambda x, i: dml.gather_nd(x, i),
+    (X.reshape(16, 8, 8), _indices((8, 4, 1), -20, 20)),
+    (P("x"), P("b")),
+    0,
+  ),
+  ("one_hot_batch", lambda i, v: dml.one_hot(i, v, 16), (_indices((8, 1), -20, 20), _ties((2,))), (P("b"), P()), 0),
+]
+
+
+def _assert_same(got: Any, want: Any) -> None:
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+    assert g.dtype == w.dtype
+    np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def _assert_batch_sharded(out: Any, dim: int | None) -> None:
+  if dim is None:
+    return
+  for leaf in jax.tree.leaves(out):
+    spec = tuple(leaf.sharding.spec) + (None,) * leaf.ndim
+    assert spec[dim] == "b", leaf.sharding
+
+
+@pytest.mark.parametrize("kind", ["auto", "explicit"])
+@pytest.mark.parametrize(("name", "fn", "args", "specs", "batch_dim"), CASES, ids=[c[0] for c in CASES])
+def test_sharded_equals_unsharded(
+  kind: str, name: str, fn: Callable[..., Any], args: tuple[np.ndarray, ...], specs: tuple[P, ...], batch_dim: Any
+) -> None:
+  del name
+  mesh = _mesh(kind)
+  want = jax.jit(fn)(*args)
+  shardings = tuple(NamedSharding(mesh, s) for s in specs)
+  by_in_shardings = jax.jit(fn, in_shardings=shardings)(*args)
+  _assert_same(by_in_shardings, want)
+  _assert_batch_sharded(by_in_shardings, batch_dim)
+  placed = [jax.device_put(a, s) for a, s in zip(args, shardings, strict=True)]
+  by_placement = jax.jit(fn)(*placed)
+  _assert_same(by_placement, want)
+  _assert_batch_sharded(by_placement, batch_dim)
+
+
+@pytest.mark.parametrize("kind", ["auto", "explicit"])
+def test_one_hot_output_sharded_along_its_axis(kind: str) -> None:
+  mesh = _mesh(kind)
+  indices, values = _indices((8, 3, 1), -40, 40), _ties((2,))
+  want = dml.one_hot(indices, values, 32)
+  out_sharding = NamedSharding(mesh, P("b", None, "x"))
+  got = jax.jit(lambda i, v: dml.one_hot(i, v, 32), out_shardings=out_sharding)(indices, values)
+  _assert_same(got, want)
+  assert got.sharding.is_equivalent_to(out_sharding, 3)
+  assert got.addressable_shards[0].data.shape == (4, 3, 8)
+
+
+@pytest.mark.parametrize("kind", ["auto", "explicit"])
+def test_top_k_gradient_along_sharded_axis(kind: str) -> None:
+  mesh = _mesh(kind)
+  x = X + np.linspace(0, 0.5, X.size, dtype=np.float32).reshape(X.shape)
+  weights = jnp.arange(1.0, 6.0, dtype=jnp.float32).reshape(1, 5, 1)
+
+  def loss(x: jax.Array) -> jax.Array:
+    return jnp.sum(dml.top_k(x, 5, axis=1)[0] * weights)
+
+  want = jax.grad(loss)(x)
+  sharding = NamedSharding(mesh, P("b", "x"))
+  got = jax.jit(jax.grad(loss), in_shardings=sharding)(x)
+  _assert_same(got, want)
+  assert np.count_nonzero(np.asarray(got)) == 5 * 8 * 8
+  _assert_same(jax.jit(jax.grad(loss))(jax.device_put(x, sharding)), want)
+  tangent = np.cos(x)
+
+  def values_jvp(x: jax.Array, t: jax.Array) -> Any:
+    return jax.jvp(lambda x: dml.top_k(x, 5, axis=1)[0], (x,), (t,))
+
+  _assert_same(jax.jit(values_jvp)(jax.device_put(x, sharding), tangent), values_jvp(x, tangent))
+
+
+_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4}
+_BYTES |= {"s64": 8, "u64": 8, "f64": 8}
+_COLLECTIVE = re.compile(r"=\s*(.+?)\s+(all-gather|all-reduce|all-to-all|collective-permute|reduce-scatter)(-start)?\(")
+_SHAPE = re.compile(r"\b([a-z]+\d*)\[([\d,]*)\]")
+
+
+def _collective_bytes(compiled: Any) -> int:
+  """Bytes produced by every collective of a compiled program (each device's view, summed)."""
+  total = 0
+  for line in compiled.as_text().splitlines():
+    match = _COLLECTIVE.search(line)
+    if match:
+      for dtype, dims in _SHAPE.findall(match.group(1)):
+        total += _BYTES[dtype] * math.prod(int(d) for d in dims.split(",") if d)
+  return total
+
+
+@pytest.mark.parametrize("kind", ["auto", "explicit"])
+def test_only_candidates_cross_devices(kind: str) -> None:
+  """A top-k / argmin / argmax along an axis sharded 8 ways moves less than one device's shard."""
+  mesh = jax.make_mesh((8,), ("v",), axis_types=(AxisType.Explicit if kind == "explicit" else AxisType.Auto,))
+  logits = _RNG.integers(-50, 50, (4, 8 * 1024)).astype(np.float32)
+  sharding = NamedSharding(mesh, P(None, "v"))
+  shard_bytes = logits.nbytes // 8
+  plain = jax.jit(lambda x: jax.lax.top_k(x, 8), in_shardings=sharding).lower(logits).compile()
+  assert _collective_bytes(plain) >= shard_bytes
+  placed = jax.device_put(logits, sharding)
+  fns = [
+    lambda x: dml.top_k(x, 8),
+    lambda x: dml.top_k(x, 8, direction="increasing"),
+    lambda x: dml.argmin(x, 1),
+    lambda x: dml.argmax(x, 1, direction="decreasing"),
+  ]
+  for fn in fns:
+    want = fn(logits)
+    for compiled, arg in [
+      (jax.jit(fn, in_shardings=sharding).lower(logits).compile(), logits),
+      (jax.jit(fn).lower(placed).compile(), placed),
+    ]:
+      assert 0 < _collective_bytes(compiled) < shard_bytes
+      _assert_same(compiled(arg), want)
+
+
+@pytest.mark.parametrize("axis_names", [frozenset({"b", "x"}), frozenset({"b"})])
+def test_top_k_inside_shard_map(axis_names: frozenset[str]) -> None:
+  """Inside shard_map each device's block is its own input (the partitioner is not asked to split it)."""
+  mesh = _mesh("auto")
+  fn = jax.shard_map(lambda x: dml.top_k(x, 3), mesh=mesh, in_specs=P("b"), out_specs=P("b"), axis_names=axis_names)
+  _assert_same(jax.jit(fn)(X), dml.top_k(X, 3))
+
+
+def test_top_k_under_set_mesh_with_explicit_axes() -> None:
+  mesh = _mesh("explicit")
+  with jax.set_mesh(mesh):
+    x = jax.device_put(X, P("b", "x"))
+    values, indices = jax.jit(lambda x: dml.top_k(x, 6, axis=1, direction="increasing"))(x)
+    vmapped = jax.jit(jax.vmap(lambda row: dml.top_k(row, 6, axis=0)))(x)
+  want = dml.top_k(X, 6, axis=1, direction="increasing")
+  _assert_same((values, indices), want)
+  assert values.sharding.spec[0] == "b"
+  _assert_same(vmapped, dml.top_k(X, 6, axis=1))
