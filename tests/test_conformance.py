@@ -16,6 +16,7 @@ on a sampled subset of DirectML-typed cases, the functional path on all.
 from __future__ import annotations
 
 import math
+import os
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -29,7 +30,9 @@ from _helpers import BFLOAT16, SMALL_FLOATS, SMALL_INTS, WIDE_TYPES, assert_bitw
 import dmljax as dml
 
 MAX_ELEMENTS = 256
-CASES_PER_TYPE = 6  # drawn configurations per operator and type (each compiled once, run on several data sets)
+# Drawn configurations per operator and type (each compiled once, run on several data sets);
+# DMLJAX_CONFORMANCE_CASES=40 gives a deeper (slower) run.
+CASES_PER_TYPE = int(os.environ.get("DMLJAX_CONFORMANCE_CASES", "6"))
 DIRECTIONS = ("increasing", "decreasing")
 INDEX_DTYPES = tuple(np.dtype(t) for t in (np.uint32, np.int32))
 WIDE_INDEX_DTYPES = tuple(np.dtype(t) for t in (np.uint32, np.int32, np.uint64, np.int64))

@@ -496,6 +496,27 @@ CASES = [
     ("argmax: x must have rank 1 to 8",),
   ),
   Case(
+    "fn_argmin_empty_reduced_axis",
+    lambda x: dml.argmin(x, 0),
+    (S((0, 3), F32),),
+    (
+      "argmin: x must not have size 0 on the reduced axes (0,) (an empty set has no extreme element)",
+      "; got x shape (0, 3)",
+    ),
+  ),
+  Case(
+    "fn_reduce_max_empty_reduced_axis",
+    lambda x: dml.reduce(x, "max", (-1,)),
+    (S((3, 0), F32),),
+    ("reduce: x must not have size 0 on the reduced axes (1,)",),
+  ),
+  Case(
+    "fn_gather_empty_indexed_dim",
+    lambda x, i: dml.gather_nd(x, i),
+    (S((0, 3), F32), S((2, 1), I32)),
+    ("gather_nd: the 1 indexed dimensions of x must not have size 0 (there is nothing to clamp an index into)",),
+  ),
+  Case(
     "fn_reduce_average_int",
     lambda x: dml.reduce(x, "average"),
     (S((3, 4), I32),),
@@ -713,6 +734,14 @@ def test_64_bit_data_without_x64_is_an_error_not_a_downcast():
     assert fragment in str(info.value), str(info.value)
     with pytest.raises(dml.DescriptorError):
       call()
+
+
+def test_empty_dimensions_that_are_not_operated_on_are_fine_in_the_functional_path():
+  """jnp-style: a size-0 batch dimension gives an empty result; SUM over an empty axis is 0."""
+  assert jax.eval_shape(lambda x: dml.argmin(x, 1), S((0, 3), F32)).shape == (0, 1)
+  assert jax.eval_shape(lambda x: dml.top_k(x, 2), S((0, 3), F32))[0].shape == (0, 2)
+  assert jax.eval_shape(lambda x, i: dml.gather_nd(x, i), S((2, 3), F32), S((0, 1), I32)).shape == (0, 3)
+  assert dml.reduce(np.zeros((0, 2), np.float32), "sum", 0).tolist() == [[0.0, 0.0]]
 
 
 def test_64_bit_dtypes_are_accepted_with_x64():
