@@ -626,6 +626,14 @@ def test_descriptor_error_is_a_value_error():
     jax.eval_shape(run(top_k1(k=9, values=T("FLOAT32", 1, 1, 3, 9), indices=T("UINT32", 1, 1, 3, 9))), *X4)
 
 
+def test_the_spec_example_message_exactly():
+  desc = top_k1(k=5, values=T("FLOAT32", 1, 1, 3, 5), indices=T("UINT32", 1, 1, 3, 5))
+  with pytest.raises(dml.DescriptorError) as info:
+    jax.eval_shape(run(desc), *X4)
+  assert str(info.value) == "TOP_K1: k must satisfy 1 <= k <= input_tensor.sizes[axis] (= 4); got k=5"
+  assert info.value.problems == ("k must satisfy 1 <= k <= input_tensor.sizes[axis] (= 4); got k=5",)
+
+
 def test_several_problems_in_one_error():
   desc = dml.TopK1Desc(
     T("FLOAT32", 1, 1, 3, 4), T("INT32", 1, 1, 3, 2), T("UINT32", 1, 1, 3, 3), axis=3, k=2, axis_direction=7
