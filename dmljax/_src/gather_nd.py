@@ -32,7 +32,7 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, index_math, tensor_desc
+from dmljax._src import autodiff, descriptor_path, dtypes, index_math, tensor_desc
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
 from dmljax._src.tensor_desc import TensorDesc
@@ -145,13 +145,13 @@ def _gather_nd(x: jax.Array, indices: jax.Array, *, batch_dims: int) -> jax.Arra
     operand_batching_dims=batch,
     start_indices_batching_dims=batch,
   )
-  return lax.gather(
-    x,
-    start,
-    dimension_numbers,
+  gather = functools.partial(
+    lax.gather,
+    dimension_numbers=dimension_numbers,
     slice_sizes=(1,) * (batch_dims + q) + trailing,
     mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS,
   )
+  return autodiff.linear_in_float32(gather, x, start)
 
 
 def gather_nd(x: ArrayLike, indices: ArrayLike, *, batch_dims: int = 0) -> jax.Array:

@@ -26,7 +26,7 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, index_math, tensor_desc
+from dmljax._src import autodiff, descriptor_path, dtypes, index_math, tensor_desc
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
 from dmljax._src.tensor_desc import TensorDesc
@@ -90,6 +90,10 @@ def _one_hot(indices: jax.Array, values: jax.Array, *, depth: int, axis: int) ->
   valid, position = index_math.wrap_or_invalid(indices, depth)
   out_shape = (*indices.shape[:axis], depth, *indices.shape[axis + 1 :])
   hot = valid & (lax.broadcasted_iota(position.dtype, out_shape, axis) == position)
+  return autodiff.linear_in_float32(_select, values, hot)
+
+
+def _select(values: jax.Array, hot: jax.Array) -> jax.Array:
   flat = values.reshape(-1)
   return jnp.where(hot, flat[1], flat[0])
 
