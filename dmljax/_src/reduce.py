@@ -21,6 +21,24 @@ SUM_SQUARE     :math:`\\sum x^2`                          integer and float
 An empty ``axes`` applies the function to every element on its own (N = 1).
 float16 and bfloat16 accumulate in float32 and round once at the end; integers
 accumulate in their own type and wrap, as a GPU would.
+
+Differentiation (SPEC §8): every function but ARGMAX/ARGMIN is differentiable
+in forward and reverse mode to any order (those two return indices with
+float0 tangents). Where the plain formula has no derivative, the result is a
+finite subgradient, and its own derivative is finite too:
+
+* L2 at an all-zero sequence: 0 (second derivative 0). Elsewhere the gradient
+  is :math:`x / \\lVert x \\rVert`, computed on :math:`x / \\max |x|` so it stays
+  right where :math:`\\sum x^2` underflows to 0 or overflows to inf.
+* LOG_SUM_EXP over an all −inf sequence: 0; otherwise the softmax weights.
+* MAX/MIN: the cotangent is shared equally among tied extremes (as
+  ``jnp.max``); second derivative 0.
+* MULTIPLY: exact with zeros (a product tree, no division): with one zero the
+  gradient there is the product of the others and 0 elsewhere; with several
+  zeros it is 0 everywhere.
+* L1 at 0: 0 (``sign(0)``). LOG_SUM at a zero sum is infinite, as the function.
+
+float16 and bfloat16 gradients are computed in float32 and rounded once.
 """
 
 from __future__ import annotations
