@@ -249,7 +249,9 @@ def test_reduce_every_transform_agrees(function: F) -> None:
 
 def _index_outputs(v: jax.Array) -> tuple[jax.Array, ...]:
   f32, u32 = dml.DataType.FLOAT32, dml.DataType.UINT32
-  arg_desc = dml.ArgMaxDesc(dml.TensorDesc(f32, SHAPE), dml.TensorDesc(u32, (1, 3, 1)), (0, 2), dml.AxisDirection(1))
+  arg_desc = dml.ArgMaxDesc(
+    dml.TensorDesc(f32, SHAPE), dml.TensorDesc(u32, (1, 3, 1)), (0, 2), dml.AxisDirection.DECREASING
+  )
   reduce_desc = dml.ReduceDesc(F.ARGMIN, dml.TensorDesc(f32, SHAPE), dml.TensorDesc(u32, (2, 1, 4)), axes=(1,))
   return (
     dml.top_k(v, 2, axis=1)[1],
