@@ -9,6 +9,9 @@ DirectML semantics (seed ``DML_ARGMIN_OPERATOR_DESC``, SPEC §3):
 * a NaN counts as the extreme for both argmin and argmax; -0.0 equals +0.0.
 
 REDUCE's ARGMIN/ARGMAX functions are this operator with INCREASING.
+
+Differentiation (SPEC §8): the output is an integer index, so it carries a
+float0 (zero) tangent; it can index into differentiated code freely.
 """
 
 from __future__ import annotations

@@ -9,6 +9,12 @@ DirectML semantics (seed ``DML_ONE_HOT_OPERATOR_DESC``, SPEC §6):
 * an index in ``[0, D)`` sets that position; a signed index in ``[-D, -1]``
   counts from the end; anything else (``>= D``, ``< -D``, a huge unsigned
   value) leaves the whole sequence at OffValue.
+
+Differentiation (SPEC §8): the output is linear in the values tensor: the
+gradient of OnValue is the sum of the cotangents at the hot positions, that of
+OffValue the sum over all others (float32 sums for float16 and bfloat16), and
+every other element of ``values`` gets 0. The indices carry float0 (zero)
+tangents.
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
+from dmljax._src import autodiff, descriptor_path, dtypes, index_math, tensor_desc
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, index_math, tensor_desc
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
 from dmljax._src.tensor_desc import TensorDesc
@@ -111,6 +117,10 @@ def _one_hot(indices: jax.Array, values: jax.Array, *, depth: int, axis: int) ->
   valid, position = index_math.wrap_or_invalid(indices, depth)
   out_shape = (*indices.shape[:axis], depth, *indices.shape[axis + 1 :])
   hot = valid & (lax.broadcasted_iota(position.dtype, out_shape, axis) == position)
+  return autodiff.linear_in_float32(_select, values, hot)
+
+
+def _select(values: jax.Array, hot: jax.Array) -> jax.Array:
   flat = values.reshape(-1)
   return jnp.where(hot, flat[1], flat[0])
 

@@ -21,6 +21,24 @@ SUM_SQUARE     :math:`\\sum x^2`                          integer and float
 An empty ``axes`` applies the function to every element on its own (N = 1).
 float16 and bfloat16 accumulate in float32 and round once at the end; integers
 accumulate in their own type and wrap, as a GPU would.
+
+Differentiation (SPEC §8): every function but ARGMAX/ARGMIN is differentiable
+in forward and reverse mode to any order (those two return indices with
+float0 tangents). Where the plain formula has no derivative, the result is a
+finite subgradient, and its own derivative is finite too:
+
+* L2 at an all-zero sequence: 0 (second derivative 0). Elsewhere the gradient
+  is :math:`x / \\lVert x \\rVert`, computed on :math:`x / \\max |x|` so it stays
+  right where :math:`\\sum x^2` underflows to 0 or overflows to inf.
+* LOG_SUM_EXP over an all −inf sequence: 0; otherwise the softmax weights.
+* MAX/MIN: the cotangent is shared equally among tied extremes (as
+  ``jnp.max``); second derivative 0.
+* MULTIPLY: exact with zeros (a product tree, no division): with one zero the
+  gradient there is the product of the others and 0 elsewhere; with several
+  zeros it is 0 everywhere.
+* L1 at 0: 0 (``sign(0)``). LOG_SUM at a zero sum is infinite, as the function.
+
+float16 and bfloat16 gradients are computed in float32 and rounded once.
 """
 
 from __future__ import annotations
@@ -175,9 +193,35 @@ def _check_reduce(
 
 
 def _log_sum_exp(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
+  # The shift is a constant to differentiation (the result does not depend on it). A zero total means every
+  # element is -inf; the double where keeps log's infinite slope there out of the derivatives.
   peak = lax.stop_gradient(jnp.max(x, axes, keepdims=True))
   shift = jnp.where(jnp.isfinite(peak), peak, jnp.zeros_like(peak))
-  return jnp.log(jnp.sum(jnp.exp(x - shift), axes, keepdims=True)) + shift
+  total = jnp.sum(jnp.exp(x - shift), axes, keepdims=True)
+  empty = total == 0
+  safe_log = jnp.log(jnp.where(empty, jnp.ones_like(total), total))
+  return jnp.where(empty, jnp.full_like(total, -np.inf), safe_log) + shift
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _l2(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
+  return jnp.sqrt(jnp.sum(x * x, axes, keepdims=True, dtype=x.dtype))
+
+
+@_l2.defjvp
+def _l2_jvp(
+  axes: tuple[int, ...], primals: tuple[jax.Array], tangents: tuple[jax.Array]
+) -> tuple[jax.Array, jax.Array]:
+  # d||x|| = <x, dx> / ||x||, evaluated on x / max|x| so that neither x*x underflowing to 0 (tiny x) nor
+  # overflowing to inf (huge x) spoils it; the subgradient 0 at x = 0 (and a zero second derivative there).
+  ((x,), (t,)) = primals, tangents
+  scale = lax.stop_gradient(jnp.max(jnp.abs(x), axes, keepdims=True))
+  u = x / jnp.where(scale == 0, jnp.ones_like(scale), scale)
+  squares = jnp.sum(u * u, axes, keepdims=True)
+  zero = squares == 0
+  norm = jnp.sqrt(jnp.where(zero, jnp.ones_like(squares), squares))
+  slope = jnp.sum(u * t, axes, keepdims=True) / norm
+  return _l2(x, axes), jnp.where(zero, jnp.zeros_like(slope), slope)
 
 
 @functools.partial(jax.jit, static_argnames=("function", "axes", "keepdims", "index_dtype"))
@@ -203,7 +247,7 @@ def _reduce(
   elif function == F.L1:
     out = total(jnp.abs(a))
   elif function == F.L2:
-    out = jnp.sqrt(total(a * a))
+    out = _l2(a, axes)
   elif function == F.AVERAGE:
     out = total(a) / np.array(math.prod(x.shape[d] for d in axes), a.dtype)
   elif function == F.LOG_SUM:

@@ -1,4 +1,4 @@
-"""TOP_K and TOP_K1: the K largest or smallest elements of every sequence along an axis.
+r"""TOP_K and TOP_K1: the K largest or smallest elements of every sequence along an axis.
 
 DirectML semantics (seed ``DML_TOP_K1_OPERATOR_DESC``, SPEC §2):
 
@@ -9,6 +9,14 @@ DirectML semantics (seed ``DML_TOP_K1_OPERATOR_DESC``, SPEC §2):
 * indices count from the start of the sequence; ``1 <= K <= size of axis``.
 
 TOP_K (v0) is TOP_K1 with DECREASING.
+
+Differentiation (SPEC §8): the values are a selection of the input,
+:math:`\mathrm{values} = s[i]`, differentiable in forward and reverse mode to
+any order. Each value's cotangent goes to the element at its returned index,
+so among tied elements only the ones returned receive gradient (the first in
+index order); the second derivative is zero. The reverse pass is a scatter-add
+of the K cotangents into an input-sized zero buffer: O(input + output)
+memory, never O(input × K). The indices carry float0 (zero) tangents.
 """
 
 from __future__ import annotations
