@@ -132,3 +132,15 @@ def test_float_reductions_match_reference(function: str, shape: tuple[int, ...],
   got = np.asarray(dml.reduce(jnp.asarray(x), function, axes))
   want = ref_reduce(x, function, axes if axes is not None else tuple(range(len(shape))))
   np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * np.sqrt(np.prod(shape)))
+
+
+@pytest.mark.parametrize("function", ["max", "min"])
+def test_max_min_propagate_nan_on_long_rows(function: str) -> None:
+  """XLA:CPU's vectorised max/min reductions skip NaN on long rows; SPEC §5 wants NaN."""
+  rng = np.random.default_rng(5)
+  x = rng.standard_normal((6, 2048), dtype=np.float32)
+  x[1, 7] = np.nan
+  x[4, 2047] = np.nan
+  for axes in ((1,), (0, 1), (0,)):
+    got = np.asarray(dml.reduce(jnp.asarray(x), function, axes))
+    np.testing.assert_array_equal(got, ref_reduce(x, function, axes))

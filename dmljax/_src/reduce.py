@@ -144,6 +144,13 @@ def _log_sum_exp(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
   return jnp.log(jnp.sum(jnp.exp(x - shift), axes, keepdims=True)) + shift
 
 
+def _propagate_nan(x: jax.Array, axes: tuple[int, ...], extreme: jax.Array) -> jax.Array:
+  """NaN where any reduced element is NaN: XLA:CPU's vectorised max/min reductions may skip NaNs."""
+  if not dtypes.is_float(x.dtype) or not axes:
+    return extreme
+  return jnp.where(jnp.any(jnp.isnan(x), axes, keepdims=True), np.array(np.nan, extreme.dtype), extreme)
+
+
 @functools.partial(jax.jit, static_argnames=("function", "axes", "keepdims", "index_dtype"))
 def _reduce(
   x: jax.Array, *, function: ReduceFunction, axes: tuple[int, ...], keepdims: bool, index_dtype: np.dtype
@@ -177,9 +184,9 @@ def _reduce(
   elif function == F.MULTIPLY:
     out = jnp.prod(a, axes, keepdims=True, dtype=a.dtype)
   elif function == F.MAX:
-    out = jnp.max(a, axes, keepdims=True)
+    out = _propagate_nan(a, axes, jnp.max(a, axes, keepdims=True))
   else:
-    out = jnp.min(a, axes, keepdims=True)
+    out = _propagate_nan(a, axes, jnp.min(a, axes, keepdims=True))
   out = out.astype(dtype)
   return out if keepdims else jnp.squeeze(out, axes)
 
