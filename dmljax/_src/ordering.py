@@ -122,6 +122,17 @@ def _top_k_extracted(key: jax.Array, k: int) -> jax.Array:
   return jnp.concatenate(found, axis=-1)
 
 
+def cpu_top_k_by_key(key: jax.Array, k: int) -> jax.Array:
+  """:func:`top_k_by_key` as compiled for XLA:CPU."""
+  n = key.shape[-1]
+  chunk = _chunk_size(n, k)
+  if chunk is not None:
+    return _top_k_chunked(key, k, chunk)
+  if k <= 2 and n <= 4096:
+    return _top_k_extracted(key, k)
+  return _cpu_top_k(key, k)
+
+
 def top_k_by_key(key: jax.Array, k: int) -> jax.Array:
   """Indices (int32) of the ``k`` largest keys along the last axis, ties in ascending index order.
 
@@ -130,14 +141,4 @@ def top_k_by_key(key: jax.Array, k: int) -> jax.Array:
   exact two-stage selection (or ``k`` max passes for ``k <= 2`` on short rows) that
   avoids XLA:CPU's partial sort over the whole row.
   """
-  n = key.shape[-1]
-  chunk = _chunk_size(n, k)
-
-  def on_cpu(key: jax.Array) -> jax.Array:
-    if chunk is not None:
-      return _top_k_chunked(key, k, chunk)
-    if k <= 2 and n <= 4096:
-      return _top_k_extracted(key, k)
-    return _cpu_top_k(key, k)
-
-  return lax.platform_dependent(key, cpu=on_cpu, default=lambda key: lax.top_k(key, k)[1])
+  return lax.platform_dependent(key, cpu=lambda key: cpu_top_k_by_key(key, k), default=lambda key: lax.top_k(key, k)[1])
