@@ -7,6 +7,7 @@ any tie-break or ordering slip in those paths shows up as a wrong index.
 
 import jax
 import jax.numpy as jnp
+import jax.test_util
 import ml_dtypes
 import numpy as np
 import pytest
@@ -115,6 +116,7 @@ def test_arg_reduce_fast_paths_match_reference(find_max: bool, direction: str) -
   [
     ("sum", (64, 4096), (1,)),
     ("sum", (4096, 64), (0,)),
+    ("sum", (16, 64, 128), (0, 1)),
     ("sum", (96, 512), None),
     ("average", (2, 4, 56, 56), (2, 3)),
     ("l2", (16, 1024), (1,)),
@@ -144,3 +146,15 @@ def test_max_min_propagate_nan_on_long_rows(function: str) -> None:
   for axes in ((1,), (0, 1), (0,)):
     got = np.asarray(dml.reduce(jnp.asarray(x), function, axes))
     np.testing.assert_array_equal(got, ref_reduce(x, function, axes))
+
+
+def test_column_sum_by_matrix_vector_product_has_plain_sum_derivatives() -> None:
+  """The leading-axes sum (a matrix-vector product on CPU) differentiates like jnp.sum, to second order."""
+  rng = np.random.default_rng(3)
+  x = jnp.asarray(rng.standard_normal((512, 160), dtype=np.float32))
+  jax.test_util.check_grads(
+    lambda v: dml.reduce(v, "sum", 0), (x,), order=2, modes=("fwd", "rev"), atol=1e-2, rtol=1e-2
+  )
+  ct = jnp.asarray(rng.standard_normal((1, 160), dtype=np.float32))
+  grad = jax.vjp(lambda v: dml.reduce(v, "sum", 0), x)[1](ct)[0]
+  np.testing.assert_array_equal(np.asarray(grad), np.broadcast_to(np.asarray(ct), x.shape))

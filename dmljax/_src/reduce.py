@@ -138,6 +138,42 @@ def _check_reduce(
   return canonical
 
 
+def _by_dot(x: jax.Array, axes: tuple[int, ...]) -> bool:
+  """Whether a float32/float64 sum over ``axes`` is a large sum over some leading axes (a column sum)."""
+  return (
+    np.dtype(x.dtype) in (np.dtype(np.float32), np.dtype(np.float64))
+    and 0 < len(axes) < x.ndim
+    and axes == tuple(range(len(axes)))
+    and x.size >= 1 << 16
+    and math.prod(x.shape[len(axes) :]) >= 16
+  )
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _sum_over_leading_axes(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
+  """Σ over leading ``axes`` (keepdims); on CPU as ``ones @ x``, a matrix-vector product at memory speed.
+
+  XLA:CPU reduces over leading axes (a column sum) at a fraction of the bandwidth its
+  matrix-vector product reaches; ``Precision.HIGHEST`` keeps the float32 products and sums exact
+  to float32 rounding, as a reduction would. The tangent is a plain sum, so reverse mode
+  broadcasts instead of forming an outer product.
+  """
+
+  def by_dot(x: jax.Array) -> jax.Array:
+    rows = x.reshape(-1, math.prod(x.shape[len(axes) :]))
+    out = jnp.dot(jnp.ones(rows.shape[:1], x.dtype), rows, precision=lax.Precision.HIGHEST)
+    return out.reshape(arg_reduce.reduced_shape(x.shape, axes))
+
+  return lax.platform_dependent(x, cpu=by_dot, default=lambda x: jnp.sum(x, axes, keepdims=True))
+
+
+@_sum_over_leading_axes.defjvp
+def _sum_over_leading_axes_jvp(
+  axes: tuple[int, ...], primals: tuple[jax.Array], tangents: tuple[jax.Array]
+) -> tuple[jax.Array, jax.Array]:
+  return _sum_over_leading_axes(primals[0], axes), jnp.sum(tangents[0], axes, keepdims=True)
+
+
 def _log_sum_exp(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
   peak = lax.stop_gradient(jnp.max(x, axes, keepdims=True))
   shift = jnp.where(jnp.isfinite(peak), peak, jnp.zeros_like(peak))
@@ -168,7 +204,7 @@ def _reduce(
     return jnp.sum(v, axes, keepdims=True, dtype=v.dtype)
 
   if function == F.SUM:
-    out = total(a)
+    out = _sum_over_leading_axes(a, axes) if _by_dot(a, axes) else total(a)
   elif function == F.SUM_SQUARE:
     out = total(a * a)
   elif function == F.L1:
