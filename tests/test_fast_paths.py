@@ -158,3 +158,21 @@ def test_column_sum_by_matrix_vector_product_has_plain_sum_derivatives() -> None
   ct = jnp.asarray(rng.standard_normal((1, 160), dtype=np.float32))
   grad = jax.vjp(lambda v: dml.reduce(v, "sum", 0), x)[1](ct)[0]
   np.testing.assert_array_equal(np.asarray(grad), np.broadcast_to(np.asarray(ct), x.shape))
+
+
+def test_product_by_halving_wraps_integers_and_differentiates_exactly() -> None:
+  rng = np.random.default_rng(9)
+  ints = rng.integers(-7, 8, (5, 640), dtype=np.int32)
+  np.testing.assert_array_equal(
+    np.asarray(dml.reduce(jnp.asarray(ints), "multiply", 1)), ref_reduce(ints, "multiply", (1,))
+  )
+  # Powers of two multiply exactly in any order, so the product rule's values are exact.
+  x = rng.choice(np.float32([0.5, 1.0, 2.0, -1.0, -2.0]), (3, 96))
+  x[1, 17] = 0.0
+  x[2, 3] = x[2, 90] = 0.0
+  grad = np.asarray(jax.grad(lambda v: dml.reduce(v, "multiply", 1).sum())(jnp.asarray(x)))
+  others = np.prod(np.delete(x[0], 5)) * np.ones(1, np.float32)
+  np.testing.assert_array_equal(grad[0, 5:6], others)
+  np.testing.assert_array_equal(grad[1], np.where(np.arange(96) == 17, np.prod(np.delete(x[1], 17)), 0.0))
+  np.testing.assert_array_equal(grad[2], np.zeros(96, np.float32))
+  np.testing.assert_array_equal(grad[0], np.prod(x[0]) / x[0])

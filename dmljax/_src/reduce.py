@@ -174,6 +174,31 @@ def _sum_over_leading_axes_jvp(
   return _sum_over_leading_axes(primals[0], axes), jnp.sum(tangents[0], axes, keepdims=True)
 
 
+def _product(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
+  """Π over ``axes`` (keepdims); on CPU, trailing axes by halving the row with elementwise products.
+
+  XLA:CPU runs a product reduction element by element; multiplying the two halves of every row
+  down to 16 elements is one fused, vectorised loop (about twice as fast for a 4096-wide row)
+  and its derivative is the product rule, with no division. Floats are reassociated as any
+  reduction may; integer products wrap, so their order does not matter.
+  """
+  kept = x.ndim - len(axes)
+
+  def halving(x: jax.Array) -> jax.Array:
+    rows = x.reshape(*x.shape[:kept], -1)
+    while rows.shape[-1] > 16 and rows.shape[-1] % 2 == 0:
+      half = rows.shape[-1] // 2
+      rows = rows[..., :half] * rows[..., half:]
+    return jnp.prod(rows, -1, dtype=x.dtype).reshape(arg_reduce.reduced_shape(x.shape, axes))
+
+  def plain(x: jax.Array) -> jax.Array:
+    return jnp.prod(x, axes, keepdims=True, dtype=x.dtype)
+
+  if not axes or axes != tuple(range(kept, x.ndim)):
+    return plain(x)
+  return lax.platform_dependent(x, cpu=halving, default=plain)
+
+
 def _log_sum_exp(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
   peak = lax.stop_gradient(jnp.max(x, axes, keepdims=True))
   shift = jnp.where(jnp.isfinite(peak), peak, jnp.zeros_like(peak))
@@ -218,7 +243,7 @@ def _reduce(
   elif function == F.LOG_SUM_EXP:
     out = _log_sum_exp(a, axes)
   elif function == F.MULTIPLY:
-    out = jnp.prod(a, axes, keepdims=True, dtype=a.dtype)
+    out = _product(a, axes)
   elif function == F.MAX:
     out = _propagate_nan(a, axes, jnp.max(a, axes, keepdims=True))
   else:
