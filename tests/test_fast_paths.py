@@ -44,18 +44,19 @@ def _bits(a: np.ndarray) -> np.ndarray:
 
 
 _TOP_K_CASES = [
-  # (shape, k, axis): long rows take the chunked path (padded where 16 or 32 does not divide n) ...
-  ((3, 4096), 16, -1),
-  ((2, 2048), 1, -1),
-  ((4, 1000), 5, 1),
-  ((2, 3, 1500), 7, -1),
-  ((1200, 3), 9, 0),
-  ((2, 4096), 50, -1),
+  # (shape, k, axis), all of at least ordering.MIN_STAGED_SIZE elements: long rows take the chunked
+  # path (padded where 16 or 32 does not divide n) ...
+  ((5, 4096), 16, -1),
+  ((9, 2048), 1, -1),
+  ((17, 1000), 5, 1),
+  ((2, 6, 1500), 7, -1),
+  ((1200, 15), 9, 0),
+  ((4, 4096), 50, -1),
   # ... short rows with k <= 2 take the max passes, the rest lax.top_k.
-  ((64, 64), 2, -1),
-  ((50, 37), 1, -1),
-  ((9, 100), 2, 1),
-  ((7, 64), 3, -1),
+  ((256, 64), 2, -1),
+  ((500, 37), 1, -1),
+  ((170, 100), 2, 1),
+  ((300, 64), 3, -1),
 ]
 
 
@@ -90,6 +91,8 @@ def test_top_k_chunked_path_is_taken_on_long_rows() -> None:
   assert ordering._chunk_size(32768, 1) == 32
   assert ordering._chunk_size(4096, 16) == 16
   assert ordering._chunk_size(64, 2) is None
+  for shape, _, _ in _TOP_K_CASES:
+    assert np.prod(shape) >= ordering.MIN_STAGED_SIZE
 
 
 @pytest.mark.parametrize("find_max", [False, True])
@@ -98,11 +101,12 @@ def test_arg_reduce_fast_paths_match_reference(find_max: bool, direction: str) -
   rng = np.random.default_rng(11 + 2 * find_max + (direction == "decreasing"))
   op = dml.argmax if find_max else dml.argmin
   for dtype, shape, axes in (
-    (np.float32, (4, 16, 64), (1, 2)),
+    (np.float32, (16, 16, 64), (1, 2)),
     (np.float32, (3, 5, 7), (0, 2)),
-    (np.int32, (6, 2048), (1,)),
+    (np.int32, (9, 2048), (1,)),
     (np.float16, (2, 8, 8, 3), (1, 2)),
-    (ml_dtypes.bfloat16, (5, 300), (0, 1)),
+    (ml_dtypes.bfloat16, (60, 300), (0, 1)),
+    (np.float32, (3, 40), (1,)),
     (np.uint32, (8, 33, 2), (1,)),
   ):
     x = _tied(rng, shape, np.dtype(dtype), pool=3)

@@ -68,6 +68,9 @@ def _cpu_top_k(key: jax.Array, k: int) -> jax.Array:
   return lax.top_k(key_as_total_order_float(key), k)[1]
 
 
+MIN_STAGED_SIZE = 1 << 14
+
+
 def _chunk_size(n: int, k: int) -> int | None:
   """The chunk length of the two-stage selection, where it saves at least three quarters of the work.
 
@@ -123,8 +126,10 @@ def _top_k_extracted(key: jax.Array, k: int) -> jax.Array:
 
 
 def cpu_top_k_by_key(key: jax.Array, k: int) -> jax.Array:
-  """:func:`top_k_by_key` as compiled for XLA:CPU."""
+  """:func:`top_k_by_key` as compiled for XLA:CPU (small arrays: one ``lax.top_k``, the fewest kernels)."""
   n = key.shape[-1]
+  if key.size < MIN_STAGED_SIZE:
+    return _cpu_top_k(key, k)
   chunk = _chunk_size(n, k)
   if chunk is not None:
     return _top_k_chunked(key, k, chunk)
