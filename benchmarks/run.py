@@ -274,6 +274,7 @@ def _stats(samples: list[float], inner: int) -> dict[str, Any]:
     "max_s": float(max(samples)),
     "runs": len(samples),
     "calls_per_run": inner,
+    "samples_s": [float(v) for v in samples],
   }
 
 
@@ -412,6 +413,7 @@ def run_workload(w: Workload, args: argparse.Namespace, progress: Progress, seed
     "shapes": [list(a.shape) for a in np_inputs[0]],
     "dtypes": [str(a.dtype) for a in np_inputs[0]],
     "has_gradient": w.grad,
+    "slow_native": w.slow_native,
     "reduction_bytes": w.reduction_bytes,
     "contenders": {
       c.name: {
@@ -454,8 +456,17 @@ def ratios(result: dict[str, Any]) -> dict[str, Any]:
     phase_out: dict[str, Any] = {}
     for family in ("jax", "jax-approx", "baseline", "torch", "onnxruntime", "dmljax-eager"):
       name, median = _best(section, family)
-      if median is not None:
-        phase_out[family] = {"form": name, "ratio": mine / median}
+      if name is not None and median is not None:
+        # Same-round ratios: both samples ran back to back, so slow drifts of the machine's load cancel.
+        paired = np.array(section["dmljax"]["samples_s"]) / np.array(section[name]["samples_s"])
+        q1, mid, q3 = (float(v) for v in np.percentile(paired, [25, 50, 75]))
+        phase_out[family] = {
+          "form": name,
+          "ratio": mine / median,
+          "paired_ratio": mid,
+          "paired_q1": q1,
+          "paired_q3": q3,
+        }
     out[phase] = phase_out
   return out
 
@@ -534,15 +545,20 @@ def summarize(workloads: list[dict[str, Any]], copy: dict[str, Any]) -> dict[str
               "workload": w["name"],
               "phase": phase,
               "ratio": ratio,
+              "paired_ratio": r[phase]["jax"]["paired_ratio"],
               "same_compiled_program_as": same,
               "holds": ratio <= 1.05,
+              "holds_paired": r[phase]["jax"]["paired_ratio"] <= 1.05,
             }
           )
     else:
       fwd = r.get("forward", {})
       if "baseline" in fwd:
         native = fwd.get("jax-approx", {}).get("ratio")
-        holds = fwd["baseline"]["ratio"] <= 1.5 and (native is None or native < 1.0)
+        # Faster than native JAX is required where native JAX takes a slow path (sort fallback,
+        # variadic argmin); negation for smallest-k is fast but inexact, so it is shown only.
+        slow = w["slow_native"]
+        holds = fwd["baseline"]["ratio"] <= 1.5 and (native is None or not slow or native < 1.0)
         t2.append(
           {
             "workload": w["name"],
@@ -574,8 +590,12 @@ def summarize(workloads: list[dict[str, Any]], copy: dict[str, Any]) -> dict[str
   def tally(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"holds": sum(r["holds"] for r in rows), "of": len(rows), "rows": rows}
 
+  target1 = tally(t1)
+  target1["holds_paired"] = sum(r["holds_paired"] for r in t1)
+  target1["same_compiled_program"] = sum(bool(r["same_compiled_program_as"]) for r in t1)
+
   return {
-    "target1_native_ratio_le_1.05": tally(t1),
+    "target1_native_ratio_le_1.05": target1,
     "target2_slow_path_within_1.5": tally(t2),
     "target3_bandwidth_ge_0.7": tally(t3),
     "target4_fastest_of_three": {**tally(t4), "aim": "at least 3/4"},
@@ -646,13 +666,14 @@ def markdown(report: dict[str, Any]) -> str:
     f"(below 1: dmljax faster). JAX = fastest exact native form under `jax.jit`; "
     f"dmljax is timed under `jax.jit` too; ≡ marks a native form whose optimised HLO program is "
     f"identical to dmljax's (names aside), so any measured difference there is timing noise; "
-    f"≈ marks a native form that only approximates the SPEC. Run at {report['timestamp']}"
+    f"≈ marks a native form that only approximates the SPEC; (paired) is the median of same-round ratios, "
+    f"which cancels slow drifts of the machine's load. Run at {report['timestamp']}"
     + (" (--quick sizes)" if report["settings"]["quick"] else "")
     + ".",
     "",
     "## Forward",
     "",
-    "| workload | dmljax | JAX (form) | dmljax/JAX | PyTorch | dmljax/torch | ONNX Runtime | dmljax/ORT "
+    "| workload | dmljax | JAX (form) | dmljax/JAX (paired) | PyTorch | dmljax/torch | ONNX Runtime | dmljax/ORT "
     "| eager dmljax | compile dmljax / JAX (s) |",
     "|---|---|---|---|---|---|---|---|---|---|",
   ]
@@ -672,7 +693,11 @@ def markdown(report: dict[str, Any]) -> str:
       cell = f"{_ms(median)} {_spread(f[name.removeprefix('≈ ')])}"
       if w["contenders"].get(name, {}).get("same_compiled_program_as_dmljax"):
         name += " ≡"
-      row += [f"{cell} ({name})" if fam == "jax" else cell, f"{ratio:.2f}" if ratio else "–"]
+      paired = w["ratios"].get("forward", {}).get("jax" if fam == "jax" else fam, {}).get("paired_ratio")
+      shown = f"{ratio:.2f}" if ratio else "–"
+      if fam == "jax" and paired is not None and not name.startswith("≈"):
+        shown += f" ({paired:.2f})"
+      row += [f"{cell} ({name})" if fam == "jax" else cell, shown]
     eager = f.get("dmljax (eager)")
     row.append(_ms(eager["median_s"]) if eager else "–")
     cd = w["contenders"].get("dmljax", {}).get("compile_s")
@@ -684,7 +709,7 @@ def markdown(report: dict[str, Any]) -> str:
     "",
     "## Forward + backward (value and input gradient for a random cotangent)",
     "",
-    "| workload | dmljax | JAX (form) | dmljax/JAX | PyTorch | dmljax/torch |",
+    "| workload | dmljax | JAX (form) | dmljax/JAX (paired) | PyTorch | dmljax/torch |",
     "|---|---|---|---|---|---|",
   ]
   for w in report["workloads"]:
@@ -703,7 +728,11 @@ def markdown(report: dict[str, Any]) -> str:
       cell = f"{_ms(median)} {_spread(f[name])}"
       if w["contenders"].get(name, {}).get("same_compiled_fwd_bwd_program_as_dmljax"):
         name += " ≡"
-      row += [f"{cell} ({name})" if fam == "jax" else cell, f"{mine['median_s'] / median:.2f}"]
+      shown = f"{mine['median_s'] / median:.2f}"
+      paired = w["ratios"]["fwd_bwd"].get("jax", {}).get("paired_ratio")
+      if fam == "jax" and paired is not None and w["ratios"]["fwd_bwd"]["jax"]["form"] == name.removesuffix(" ≡"):
+        shown += f" ({paired:.2f})"
+      row += [f"{cell} ({name})" if fam == "jax" else cell, shown]
     lines.append("| " + " | ".join(row) + " |")
   s = report["summary"]
   t2 = s["target2_slow_path_within_1.5"]
@@ -751,6 +780,11 @@ def markdown(report: dict[str, Any]) -> str:
     ("target4_fastest_of_three", "4. fastest of dmljax, PyTorch, ONNX Runtime (forward; aim ≥ 3/4)"),
   ):
     lines.append(f"- {label}: {s[key]['holds']}/{s[key]['of']}")
+    if "holds_paired" in s[key]:
+      lines.append(
+        f"  - by the median of same-round ratios: {s[key]['holds_paired']}/{s[key]['of']}; "
+        f"identical compiled program to a native form: {s[key]['same_compiled_program']}/{s[key]['of']}"
+      )
     for row in s[key]["rows"]:
       if not row["holds"]:
         detail = ", ".join(

@@ -61,6 +61,7 @@ class Workload:
   grad: bool = False
   value_output: int | None = None
   reduction_bytes: int | None = None
+  slow_native: bool = False
 
   @property
   def target(self) -> str:
@@ -123,6 +124,7 @@ def top_k_workloads(quick: bool) -> list[Workload]:
       onnx={"TopK": OnnxNode("TopK", {"axis": -1, "largest": 1, "sorted": 1}, (("k", np.array([k], np.int64)),), 2)},
       grad=dtype != np.int32,
       value_output=0,
+      slow_native=not is_f32,
     )
 
   out.append(top_k_case(f"top_k f32 {rows}x{n} k=50", (rows, n), 50, np.float32, _normal((rows, n))))
@@ -195,6 +197,7 @@ def arg_workloads(quick: bool) -> list[Workload]:
         approx={"n-1-jnp.argmin(flip(reshape))": last_by_flip} if last else {"jnp.argmin(reshape)": single_axis},
         baseline={"jnp.argmin single axis": single_axis},
         baseline_make=_normal(a3),
+        slow_native=True,
         torch={
           "torch.argmin(flip(reshape))" if last else "torch.argmin(reshape)": torch_last
           if last

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import run
 
-_STATS = {"median_s", "q1_s", "q3_s", "min_s", "max_s", "runs", "calls_per_run", "family"}
+_STATS = {"median_s", "q1_s", "q3_s", "min_s", "max_s", "runs", "calls_per_run", "samples_s", "family"}
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +43,10 @@ def test_every_workload_times_dmljax_and_native_jax_forward_and_backward(report:
       assert {"dmljax", "jax"} <= families, (w["name"], phase)
       for stats in w[phase].values():
         assert set(stats) == _STATS
-        assert stats["runs"] >= 10
+        assert stats["runs"] >= 10 and len(stats["samples_s"]) == stats["runs"]
         assert 0 < stats["min_s"] <= stats["q1_s"] <= stats["median_s"] <= stats["q3_s"] <= stats["max_s"]
-      assert w["ratios"][phase]["jax"]["ratio"] > 0
+      ratio = w["ratios"][phase]["jax"]
+      assert ratio["ratio"] > 0 and 0 < ratio["paired_q1"] <= ratio["paired_ratio"] <= ratio["paired_q3"]
     assert w["contenders"]["dmljax"]["compile_s"] > 0
     assert not {k: v for k, v in w["errors"].items() if "dmljax" in k or k.startswith("j")}
 
