@@ -371,7 +371,12 @@ def run_workload(w: Workload, args: argparse.Namespace, progress: Progress, seed
       guarded(
         name,
         lambda name=name, fn=fn: torch_contender(
-          torch, name, fn, np_inputs, np_cts if w.grad else None, w.value_output
+          torch,
+          name if name.startswith("torch") else f"torch {name}",
+          fn,
+          np_inputs,
+          np_cts if w.grad else None,
+          w.value_output,
         ),
       )
   ort = None if args.no_onnx else _ort()
@@ -381,6 +386,8 @@ def run_workload(w: Workload, args: argparse.Namespace, progress: Progress, seed
         f"onnxruntime {name}", lambda name=name, node=node: onnx_contender(ort, f"onnxruntime {name}", node, np_inputs)
       )
 
+  names = [c.name for c in contenders]
+  assert len(set(names)) == len(names), f"contender names must be unique: {names}"
   timing = dict(pool=args.pool, warmup=args.warmup, repeats=args.repeats, min_sample=args.min_sample)
   runners = [(c.name, c.forward) for c in contenders]
   copies: list[str] = []
