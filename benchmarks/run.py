@@ -7,11 +7,12 @@ Usage (from the repository root)::
     python -m benchmarks.run --only top_k --repeats 20
 
 Method: every contender is compiled (trace+compile time recorded for the JAX ones), warmed up, then
-timed ``--repeats`` times (at least 10) with the contenders of a workload interleaved (the order
-rotates every round), each call synchronised (``block_until_ready``, CUDA synchronisation), cycling
-through a pool of distinct seeded random inputs (never zeros). Short calls are repeated within one
-sample so that a sample lasts at least ``--min-sample`` seconds. Reported: median, quartiles, min
-and max per contender; ratios use medians. dmljax and native JAX both run under an outer
+timed ``--repeats`` times (at least 10) with the contenders of a workload interleaved (in a new
+seeded random order every round, the CPU caches flushed before each sample), each call
+synchronised (``block_until_ready``, CUDA synchronisation), cycling through a pool of distinct
+seeded random inputs (never zeros). Short calls are repeated within one sample so that a sample
+lasts at least ``--min-sample`` seconds. Reported: median, quartiles, min and max per contender;
+ratios of medians, and the median of same-round (paired) ratios. dmljax and native JAX both run under an outer
 ``jax.jit`` (compiled work against compiled work); ``dmljax (eager)`` adds the per-call validation
 and dispatch of calling the library outside ``jit``.
 
@@ -278,6 +279,21 @@ def _stats(samples: list[float], inner: int) -> dict[str, Any]:
   }
 
 
+_SCRATCH: dict[str, np.ndarray] = {}
+
+
+def evict_caches() -> None:
+  """Writes 128 MiB of host memory, so that no contender finds the previous one's data in the CPU caches.
+
+  Contenders run on the same inputs; without this, whichever runs right after another one on the
+  same array would read it partly from cache.
+  """
+  if _on_gpu():
+    return
+  scratch = _SCRATCH.setdefault("buffer", np.ones(1 << 25, np.float32))
+  np.add(scratch, np.float32(1), out=scratch)
+
+
 def time_interleaved(
   runners: list[tuple[str, Callable[[int], None]]],
   *,
@@ -303,11 +319,13 @@ def time_interleaved(
       errors[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
   inner = {name: max(1, min(200, math.ceil(min_sample / max(single[name], 1e-9)))) for name, _ in alive}
   samples: dict[str, list[float]] = {name: [] for name, _ in alive}
+  order = np.random.default_rng(len(alive))
   for r in range(repeats):
     progress.show(f"{label}: round {r + 1}/{repeats}")
-    shift = r % max(1, len(alive))
-    for name, run in alive[shift:] + alive[:shift]:
+    for position in order.permutation(len(alive)):
+      name, run = alive[position]
       n = inner[name]
+      evict_caches()
       start = time.perf_counter()
       for j in range(n):
         run((r * n + j) % pool)
