@@ -285,6 +285,8 @@ _SCRATCH: dict[str, np.ndarray] = {}
 def evict_caches() -> None:
   """Writes 128 MiB of host memory, so that no contender finds the previous one's data in the CPU caches.
 
+  Skipped in ``--quick`` runs (``--min-sample 0``), which smoke-test rather than measure.
+
   Contenders run on the same inputs; without this, whichever runs right after another one on the
   same array would read it partly from cache.
   """
@@ -325,7 +327,8 @@ def time_interleaved(
     for position in order.permutation(len(alive)):
       name, run = alive[position]
       n = inner[name]
-      evict_caches()
+      if min_sample > 0:
+        evict_caches()
       start = time.perf_counter()
       for j in range(n):
         run((r * n + j) % pool)
