@@ -172,11 +172,26 @@ def arg_extreme(
     if dtypes.is_float(x.dtype):
       key = jnp.where(jnp.isnan(x), np.array(np.iinfo(key.dtype).max, key.dtype), key)
   flat_dtype = np.dtype(np.int32) if count <= np.iinfo(np.int32).max else np.dtype(np.int64)
-  flat = jnp.zeros(x.shape, flat_dtype)
+  kept = x.ndim - len(axes)
+
+  if axes == tuple(range(kept, x.ndim)) and flat_dtype == np.int32:
+    index = lax.platform_dependent(
+      key.reshape(*x.shape[:kept], count),
+      cpu=functools.partial(_by_selection, last=last),
+      default=lambda rows: _by_pairs(rows, (kept,), flat_dtype, last=last),
+    )
+  else:
+    index = _by_pairs(key, axes, flat_dtype, last=last)
+  return index.astype(index_dtype).reshape(out_shape)
+
+
+def _by_pairs(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dtype, *, last: bool) -> jax.Array:
+  """One variadic reduction of (key, flat index) pairs over ``axes``."""
+  flat = jnp.zeros(key.shape, flat_dtype)
   stride = 1
   for a in reversed(axes):
-    flat = flat + lax.broadcasted_iota(flat_dtype, x.shape, a) * np.array(stride, flat_dtype)
-    stride *= x.shape[a]
+    flat = flat + lax.broadcasted_iota(flat_dtype, key.shape, a) * np.array(stride, flat_dtype)
+    stride *= key.shape[a]
 
   def pick(a: tuple[jax.Array, jax.Array], b: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
     (key_a, index_a), (key_b, index_b) = a, b
@@ -186,8 +201,20 @@ def arg_extreme(
 
   init_key = np.array(np.iinfo(key.dtype).min, key.dtype)
   init_index = np.array(-1 if last else np.iinfo(flat_dtype).max, flat_dtype)
-  _, index = lax.reduce((key, flat), (init_key, init_index), pick, axes)
-  return index.astype(index_dtype).reshape(out_shape)
+  return lax.reduce((key, flat), (init_key, init_index), pick, axes)[1]
+
+
+def _by_selection(rows: jax.Array, *, last: bool) -> jax.Array:
+  """The reduced axes flattened last: XLA:CPU's vectorised top-1 selection, on the reversed rows for the last index.
+
+  Rows the variadic reduction would walk element by element are read once by a vectorised max
+  per chunk (see :func:`ordering.cpu_top_k_by_key`); the first largest key of the reversed row is
+  the last one of the row.
+  """
+  if not last:
+    return ordering.cpu_top_k_by_key(rows, 1)[..., 0]
+  count = rows.shape[-1]
+  return (count - 1) - ordering.cpu_top_k_by_key(jnp.flip(rows, -1), 1)[..., 0]
 
 
 def _functional(

@@ -1,0 +1,1 @@
+"""The dmljax benchmark suite: ``python -m benchmarks.run`` (see ``benchmarks/run.py``)."""

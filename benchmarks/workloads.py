@@ -1,0 +1,406 @@
+"""The workloads of the benchmark and, for each, the forms every contender would naturally write.
+
+A workload draws its inputs from a seeded generator (never zeros) and names:
+
+* ``dmljax``: the library call (timed under an outer ``jax.jit``, and eagerly);
+* ``jax``: the natural native-JAX forms that compute the same thing, exactly (target 1 compares the
+  library with the fastest of them), or ``approx``: native forms that only approximate the SPEC
+  (negation for smallest-k, flipping for last-index argmin), shown for information;
+* ``baseline``: for the slow-path workloads (target 2), the fast float32 case of the same shape;
+* ``torch`` and ``onnx``: PyTorch forms and a single-node ONNX model.
+
+The first input is the differentiated one where the workload has a gradient.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+from jax import lax
+
+import dmljax as dml
+
+Fn = Callable[..., Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class OnnxNode:
+  """One ONNX node: ``op_type`` with ``attributes``, on the (prepared) inputs ``in0``, ``in1``... and ``constants``.
+
+  ``inputs`` orders the node's inputs by name (default: the workload inputs, then the constants).
+  """
+
+  op_type: str
+  attributes: dict[str, Any]
+  constants: tuple[tuple[str, np.ndarray], ...] = ()
+  outputs: int = 1
+  inputs: tuple[str, ...] | None = None
+  prepare: Callable[[tuple[np.ndarray, ...]], tuple[np.ndarray, ...]] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+  """One timed case; ``jax``/``approx``/``baseline``/``torch`` map a form's name to its function."""
+
+  name: str
+  group: str
+  make: Callable[[np.random.Generator], tuple[np.ndarray, ...]]
+  dmljax: Fn
+  jax: dict[str, Fn]
+  approx: dict[str, Fn] = dataclasses.field(default_factory=dict)
+  baseline: dict[str, Fn] = dataclasses.field(default_factory=dict)
+  baseline_make: Callable[[np.random.Generator], tuple[np.ndarray, ...]] | None = None
+  torch: dict[str, Fn] = dataclasses.field(default_factory=dict)
+  onnx: dict[str, OnnxNode] = dataclasses.field(default_factory=dict)
+  grad: bool = False
+  value_output: int | None = None
+  reduction_bytes: int | None = None
+  slow_native: bool = False
+
+  @property
+  def target(self) -> str:
+    """``native`` (target 1: an exact native form exists) or ``slow_path`` (target 2)."""
+    return "slow_path" if self.baseline else "native"
+
+
+def _normal(shape: tuple[int, ...], dtype: Any = np.float32) -> Callable[[np.random.Generator], tuple[np.ndarray]]:
+  def make(rng: np.random.Generator) -> tuple[np.ndarray]:
+    x = rng.standard_normal(shape, dtype=np.float32)
+    x[x == 0] = 0.5
+    return (x.astype(dtype),)
+
+  return make
+
+
+def _integers(shape: tuple[int, ...]) -> Callable[[np.random.Generator], tuple[np.ndarray]]:
+  def make(rng: np.random.Generator) -> tuple[np.ndarray]:
+    info = np.iinfo(np.int32)
+    return (rng.integers(info.min, info.max, shape, dtype=np.int32, endpoint=True),)
+
+  return make
+
+
+def _first(out: Any) -> Any:
+  return out[0] if isinstance(out, tuple) else out
+
+
+def _torch_mod() -> Any:
+  import torch
+
+  return torch
+
+
+def top_k_workloads(quick: bool) -> list[Workload]:
+  rows, n = (4, 2048) if quick else (64, 32768)
+  moe = (64, 64) if quick else (8192, 64)
+  knn = (16, 512) if quick else (1024, 4096)
+  out: list[Workload] = []
+
+  def top_k_case(name: str, shape: tuple[int, ...], k: int, dtype: Any, make: Any) -> Workload:
+    is_f32 = np.dtype(dtype) == np.float32
+    torch_forms: dict[str, Fn] = {"torch.topk": lambda x: _torch_mod().topk(x, k, dim=-1)}
+    jax_forms: dict[str, Fn] = {"jax.lax.top_k": lambda x: lax.top_k(x, k)}
+    if k == 1:
+      jax_forms["jnp.argmax+take_along_axis"] = lambda x: (
+        jnp.take_along_axis(x, i := jnp.argmax(x, axis=-1, keepdims=True), axis=-1),
+        i,
+      )
+    return Workload(
+      name=name,
+      group="top_k",
+      make=make,
+      dmljax=lambda x: dml.top_k(x, k),
+      jax=jax_forms if is_f32 else {},
+      approx={} if is_f32 else {"jax.lax.top_k (sort fallback)": lambda x: lax.top_k(x, k)},
+      baseline={} if is_f32 else {"jax.lax.top_k float32": lambda x: lax.top_k(x, k)},
+      baseline_make=None if is_f32 else _normal(shape),
+      torch=torch_forms,
+      onnx={"TopK": OnnxNode("TopK", {"axis": -1, "largest": 1, "sorted": 1}, (("k", np.array([k], np.int64)),), 2)},
+      grad=dtype != np.int32,
+      value_output=0,
+      slow_native=not is_f32,
+    )
+
+  out.append(top_k_case(f"top_k f32 {rows}x{n} k=50", (rows, n), 50, np.float32, _normal((rows, n))))
+  out.append(top_k_case(f"top_k f32 {rows}x{n} k=1", (rows, n), 1, np.float32, _normal((rows, n))))
+  out.append(top_k_case(f"top_k f32 {moe[0]}x{moe[1]} k=2 (MoE)", moe, 2, np.float32, _normal(moe)))
+
+  def distances(rng: np.random.Generator) -> tuple[np.ndarray]:
+    return (rng.uniform(0.01, 100.0, knn).astype(np.float32),)
+
+  out.append(
+    Workload(
+      name=f"top_k INCREASING f32 {knn[0]}x{knn[1]} k=16 (kNN)",
+      group="top_k",
+      make=distances,
+      dmljax=lambda x: dml.top_k(x, 16, direction="increasing"),
+      jax={},
+      approx={"-jax.lax.top_k(-x)": lambda x: (lambda v, i: (-v, i))(*lax.top_k(-x, 16))},
+      baseline={"jax.lax.top_k float32 DECREASING": lambda x: lax.top_k(x, 16)},
+      baseline_make=distances,
+      torch={"torch.topk(largest=False)": lambda x: _torch_mod().topk(x, 16, dim=-1, largest=False)},
+      onnx={"TopK": OnnxNode("TopK", {"axis": -1, "largest": 0, "sorted": 1}, (("k", np.array([16], np.int64)),), 2)},
+      grad=True,
+      value_output=0,
+    )
+  )
+  for label, dtype, make in (
+    ("int32", np.int32, _integers((rows, n))),
+    ("f16", np.float16, _normal((rows, n), np.float16)),
+    ("bf16", ml_dtypes.bfloat16, _normal((rows, n), ml_dtypes.bfloat16)),
+  ):
+    out.append(top_k_case(f"top_k {label} {rows}x{n} k=50", (rows, n), 50, dtype, make))
+  return out
+
+
+def arg_workloads(quick: bool) -> list[Workload]:
+  am = (16, 2048) if quick else (256, 32768)
+  a3 = (8, 32, 64) if quick else (64, 128, 256)
+  flat = (a3[0], a3[1] * a3[2])
+  out = [
+    Workload(
+      name=f"argmax {am[0]}x{am[1]} axis 1",
+      group="argmax",
+      make=_normal(am),
+      dmljax=lambda x: dml.argmax(x, 1),
+      jax={"jnp.argmax": lambda x: jnp.argmax(x, axis=1, keepdims=True)},
+      torch={"torch.argmax": lambda x: _torch_mod().argmax(x, dim=1, keepdim=True)},
+      onnx={"ArgMax": OnnxNode("ArgMax", {"axis": 1, "keepdims": 1})},
+    )
+  ]
+
+  def single_axis(x: jax.Array) -> jax.Array:
+    return jnp.argmin(x.reshape(flat), axis=1)
+
+  def last_by_flip(x: jax.Array) -> jax.Array:
+    return flat[1] - 1 - jnp.argmin(jnp.flip(x.reshape(flat), axis=1), axis=1)
+
+  def torch_last(x: Any) -> Any:
+    torch = _torch_mod()
+    return flat[1] - 1 - torch.argmin(torch.flip(x.reshape(flat), dims=(1,)), dim=1)
+
+  for direction in ("increasing", "decreasing"):
+    last = direction == "decreasing"
+    out.append(
+      Workload(
+        name=f"argmin {a3[0]}x{a3[1]}x{a3[2]} axes (1,2) {direction.upper()}",
+        group="argmin",
+        make=_normal(a3),
+        dmljax=lambda x, d=direction: dml.argmin(x, (1, 2), direction=d),
+        jax={},
+        approx={"n-1-jnp.argmin(flip(reshape))": last_by_flip} if last else {"jnp.argmin(reshape)": single_axis},
+        baseline={"jnp.argmin single axis": single_axis},
+        baseline_make=_normal(a3),
+        slow_native=True,
+        torch={
+          "torch.argmin(flip(reshape))" if last else "torch.argmin(reshape)": torch_last
+          if last
+          else (lambda x: _torch_mod().argmin(x.reshape(flat), dim=1))
+        },
+        onnx={
+          "Reshape+ArgMin": OnnxNode(
+            "ArgMin",
+            {"axis": 1, "keepdims": 1, "select_last_index": int(last)},
+            prepare=lambda args: (args[0].reshape(flat),),
+          )
+        },
+      )
+    )
+  return out
+
+
+def reduce_workloads(quick: bool) -> list[Workload]:
+  sq = (256, 512) if quick else (4096, 4096)
+  avg = (4, 8, 14, 14) if quick else (32, 64, 56, 56)
+  size = sq[0] * sq[1] * 4
+  torch = _torch_mod
+
+  def near_one(rng: np.random.Generator) -> tuple[np.ndarray]:
+    return ((1.0 + 0.002 * rng.standard_normal(sq, dtype=np.float32)).astype(np.float32),)
+
+  def reduce_node(op: str, axes: tuple[int, ...] | None) -> OnnxNode:
+    consts = () if axes is None else (("axes", np.array(axes, np.int64)),)
+    return OnnxNode(op, {"keepdims": 1}, consts)
+
+  return [
+    Workload(
+      name=f"reduce SUM {sq[0]}x{sq[1]} axis 1",
+      group="reduce",
+      make=_normal(sq),
+      dmljax=lambda x: dml.reduce(x, "sum", 1),
+      jax={"jnp.sum": lambda x: jnp.sum(x, axis=1, keepdims=True)},
+      torch={"torch.sum": lambda x: torch().sum(x, dim=1, keepdim=True)},
+      onnx={"ReduceSum": reduce_node("ReduceSum", (1,))},
+      grad=True,
+      reduction_bytes=size,
+    ),
+    Workload(
+      name=f"reduce SUM {sq[0]}x{sq[1]} axis 0",
+      group="reduce",
+      make=_normal(sq),
+      dmljax=lambda x: dml.reduce(x, "sum", 0),
+      jax={"jnp.sum": lambda x: jnp.sum(x, axis=0, keepdims=True)},
+      torch={"torch.sum": lambda x: torch().sum(x, dim=0, keepdim=True)},
+      onnx={"ReduceSum": reduce_node("ReduceSum", (0,))},
+      grad=True,
+      reduction_bytes=size,
+    ),
+    Workload(
+      name=f"reduce SUM {sq[0]}x{sq[1]} all axes",
+      group="reduce",
+      make=_normal(sq),
+      dmljax=lambda x: dml.reduce(x, "sum"),
+      jax={"jnp.sum": lambda x: jnp.sum(x, keepdims=True)},
+      torch={"torch.sum": lambda x: torch().sum(x).reshape(1, 1)},
+      onnx={"ReduceSum": reduce_node("ReduceSum", None)},
+      grad=True,
+      reduction_bytes=size,
+    ),
+    Workload(
+      name=f"reduce LOG_SUM_EXP {sq[0]}x{sq[1]} axis 1",
+      group="reduce",
+      make=_normal(sq),
+      dmljax=lambda x: dml.reduce(x, "log_sum_exp", 1),
+      jax={"jax.nn.logsumexp": lambda x: jax.nn.logsumexp(x, axis=1, keepdims=True)},
+      torch={"torch.logsumexp": lambda x: torch().logsumexp(x, dim=1, keepdim=True)},
+      onnx={"ReduceLogSumExp": reduce_node("ReduceLogSumExp", (1,))},
+      grad=True,
+      reduction_bytes=size,
+    ),
+    Workload(
+      name=f"reduce L2 {sq[0]}x{sq[1]} axis 1",
+      group="reduce",
+      make=_normal(sq),
+      dmljax=lambda x: dml.reduce(x, "l2", 1),
+      jax={
+        "jnp.linalg.norm": lambda x: jnp.linalg.norm(x, axis=1, keepdims=True),
+        "jnp.sqrt(jnp.sum(x*x))": lambda x: jnp.sqrt(jnp.sum(x * x, axis=1, keepdims=True)),
+      },
+      torch={"torch.linalg.vector_norm": lambda x: torch().linalg.vector_norm(x, dim=1, keepdim=True)},
+      onnx={"ReduceL2": reduce_node("ReduceL2", (1,))},
+      grad=True,
+      reduction_bytes=size,
+    ),
+    Workload(
+      name=f"reduce MULTIPLY {sq[0]}x{sq[1]} axis 1",
+      group="reduce",
+      make=near_one,
+      dmljax=lambda x: dml.reduce(x, "multiply", 1),
+      jax={"jnp.prod": lambda x: jnp.prod(x, axis=1, keepdims=True)},
+      torch={"torch.prod": lambda x: torch().prod(x, dim=1, keepdim=True)},
+      onnx={"ReduceProd": reduce_node("ReduceProd", (1,))},
+      grad=True,
+      reduction_bytes=size,
+    ),
+    Workload(
+      name=f"reduce AVERAGE {'x'.join(map(str, avg))} axes (2,3)",
+      group="reduce",
+      make=_normal(avg),
+      dmljax=lambda x: dml.reduce(x, "average", (2, 3)),
+      jax={"jnp.mean": lambda x: jnp.mean(x, axis=(2, 3), keepdims=True)},
+      torch={"torch.mean": lambda x: torch().mean(x, dim=(2, 3), keepdim=True)},
+      onnx={"ReduceMean": reduce_node("ReduceMean", (2, 3))},
+      grad=True,
+      reduction_bytes=int(np.prod(avg)) * 4,
+    ),
+  ]
+
+
+def gather_one_hot_workloads(quick: bool) -> list[Workload]:
+  emb, count = ((1000, 64), 256) if quick else ((50000, 512), 8192)
+  bx, bi = ((4, 128, 16), (4, 64, 1)) if quick else ((32, 1024, 64), (32, 512, 1))
+  oh, depth = (256, 100) if quick else (8192, 1000)
+  torch = _torch_mod
+
+  def embedding(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    return _normal(emb)(rng)[0], rng.integers(0, emb[0], (count, 1), dtype=np.int32)
+
+  def batched(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    return _normal(bx)(rng)[0], rng.integers(0, bx[1], bi, dtype=np.int32)
+
+  def hot(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    return rng.integers(0, depth, (oh, 1), dtype=np.int32), np.array([0.0, 1.0], np.float32)
+
+  batch = np.arange(bx[0])[:, None]
+
+  def torch_batched_index(x: Any, i: Any) -> Any:
+    return x[torch().arange(bx[0])[:, None], i[..., 0].long()]
+
+  def torch_one_hot_scatter(i: Any, v: Any) -> Any:
+    t = torch()
+    return t.zeros((oh, depth), dtype=v.dtype).scatter_(1, i.long(), v[1].expand(oh, 1))
+
+  return [
+    Workload(
+      name=f"gather_nd embedding {emb[0]}x{emb[1]}, {count} indices",
+      group="gather_nd",
+      make=embedding,
+      dmljax=lambda x, i: dml.gather_nd(x, i),
+      jax={"x[i]": lambda x, i: x[i[:, 0]], "jnp.take": lambda x, i: jnp.take(x, i[:, 0], axis=0)},
+      torch={
+        "x[i]": lambda x, i: x[i[:, 0].long()],
+        "torch.index_select": lambda x, i: torch().index_select(x, 0, i[:, 0]),
+      },
+      onnx={
+        "GatherND": OnnxNode("GatherND", {"batch_dims": 0}, prepare=lambda a: (a[0], a[1].astype(np.int64))),
+        "Gather": OnnxNode("Gather", {"axis": 0}, prepare=lambda a: (a[0], a[1][:, 0].copy())),
+      },
+      grad=True,
+    ),
+    Workload(
+      name=f"gather_nd batched {'x'.join(map(str, bx))}, {'x'.join(map(str, bi))} indices, batch_dims=1",
+      group="gather_nd",
+      make=batched,
+      dmljax=lambda x, i: dml.gather_nd(x, i, batch_dims=1),
+      jax={
+        "x[b, i]": lambda x, i: x[batch, i[..., 0]],
+        "jnp.take_along_axis": lambda x, i: jnp.take_along_axis(x, i, axis=1),
+      },
+      torch={
+        "x[b, i]": torch_batched_index,
+        "torch.gather": lambda x, i: torch().gather(x, 1, i.long().expand(-1, -1, bx[2])),
+      },
+      onnx={
+        "GatherND": OnnxNode("GatherND", {"batch_dims": 1}, prepare=lambda a: (a[0], a[1].astype(np.int64))),
+      },
+      grad=True,
+    ),
+    Workload(
+      name=f"one_hot {oh}x1 indices, depth {depth}",
+      group="one_hot",
+      make=hot,
+      dmljax=lambda i, v: dml.one_hot(i, v, depth),
+      jax={"jax.nn.one_hot": lambda i, v: jax.nn.one_hot(i[:, 0], depth, dtype=v.dtype)},
+      torch={
+        "F.one_hot().to(float32)": lambda i, v: torch().nn.functional.one_hot(i[:, 0].long(), depth).to(v.dtype),
+        "zeros().scatter_()": torch_one_hot_scatter,
+      },
+      onnx={
+        "OneHot": OnnxNode(
+          "OneHot",
+          {"axis": -1},
+          (("depth", np.array(depth, np.int64)),),
+          inputs=("in0", "depth", "in1"),
+          prepare=lambda a: (a[0][:, 0].astype(np.int64), a[1]),
+        )
+      },
+    ),
+  ]
+
+
+def all_workloads(quick: bool) -> list[Workload]:
+  return [
+    *top_k_workloads(quick),
+    *arg_workloads(quick),
+    *reduce_workloads(quick),
+    *gather_one_hot_workloads(quick),
+  ]
+
+
+__all__ = ["OnnxNode", "Workload", "_first", "all_workloads"]
