@@ -109,9 +109,20 @@ def as_array(p: Problems, field: str, x: Any) -> jax.Array | None:
   off; SPEC §1 asks for an error instead.
   """
   declared = getattr(x, "dtype", None)
-  if declared is not None and not require_x64_for(p, field, declared):
+  if declared is not None:
+    if not p.require(
+      np.dtype(declared).kind in "biufc" or is_float(declared),
+      f"{field} must be an array of numbers",
+      f"{field} dtype={dtype_name(declared)}",
+    ):
+      return None
+    if not require_x64_for(p, field, declared):
+      return None
+  try:
+    return jnp.asarray(x)
+  except (TypeError, ValueError, OverflowError) as e:
+    p.add(f"{field} must be an array of numbers", f"{field} of type {type(x).__name__} ({e})")
     return None
-  return jnp.asarray(x)
 
 
 def require_numeric(p: Problems, field: str, dtype: np.dtype, *, floats_only: bool = False) -> bool:
