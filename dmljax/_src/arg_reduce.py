@@ -115,7 +115,10 @@ def arg_extreme(
     key = ordering.descending_key(x)
     if dtypes.is_float(x.dtype):
       key = jnp.where(jnp.isnan(x), np.array(np.iinfo(key.dtype).max, key.dtype), key)
-  flat_dtype = np.dtype(np.int32) if count <= np.iinfo(np.int32).max else np.dtype(np.int64)
+  flat_dtype: np.dtype = np.dtype(np.int32)
+  if count - 1 > np.iinfo(np.int32).max:
+    # The index type can hold count - 1 (checked), so uint32 does whenever x64 is off.
+    flat_dtype = np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.uint32)
   flat = jnp.zeros(x.shape, flat_dtype)
   stride = 1
   for a in reversed(axes):
@@ -129,7 +132,7 @@ def arg_extreme(
     return jnp.where(take_a, key_a, key_b), jnp.where(take_a, index_a, index_b)
 
   init_key = np.array(np.iinfo(key.dtype).min, key.dtype)
-  init_index = np.array(-1 if last else np.iinfo(flat_dtype).max, flat_dtype)
+  init_index = np.array(np.iinfo(flat_dtype).min if last else np.iinfo(flat_dtype).max, flat_dtype)
   _, index = lax.reduce((key, flat), (init_key, init_index), pick, axes)
   return index.astype(index_dtype).reshape(out_shape)
 

@@ -144,3 +144,14 @@ def index_dtype_can_hold(p: Problems, field: str, index_dtype: np.dtype, largest
     f"{index_dtype.name} holds at most {np.iinfo(index_dtype).max})",
     f"{field}={index_dtype.name}",
   )
+
+
+def positions_fit(p: Problems, field: str, size: int) -> bool:
+  """Positions along a dimension are computed in int32 unless x64 is on (SPEC §1: no silent downcast)."""
+  limit = int(np.iinfo(np.int32).max)
+  return p.require(
+    size - 1 <= limit or x64_enabled(),
+    f"{field} = {size} needs 64-bit positions (int32 holds at most {limit}): "
+    "enable jax.config.update('jax_enable_x64', True)",
+    f"{field}={size} with jax_enable_x64 off",
+  )

@@ -125,7 +125,9 @@ def _check_gather_nd(
   )
   if not ok:
     return None
-  return indices_shape[:-1] + x_shape[batch_dims + q :]
+  for d in range(batch_dims, batch_dims + q):
+    ok &= dtypes.positions_fit(p, f"{names.x}.{names.shape}[{d}]", x_shape[d])
+  return indices_shape[:-1] + x_shape[batch_dims + q :] if ok else None
 
 
 @functools.partial(jax.jit, static_argnames=("batch_dims",))

@@ -70,6 +70,14 @@ def top_k_by_key(key: jax.Array, k: int) -> jax.Array:
   total-order view so XLA takes its fast float32 path.
   """
 
+  size = key.shape[-1]
+  if size - 1 > np.iinfo(np.int32).max:
+    # lax.top_k's indices are int32: a stable sort by the reversed key keeps ties in index order.
+    position = np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.uint32)
+    iota = lax.broadcasted_iota(position, key.shape, key.ndim - 1)
+    _, order = lax.sort((~key, iota), dimension=key.ndim - 1, is_stable=True, num_keys=1)
+    return lax.slice_in_dim(order, 0, k, axis=key.ndim - 1)
+
   def on_cpu(key: jax.Array) -> jax.Array:
     return lax.top_k(key_as_total_order_float(key), k)[1]
 
