@@ -1,10 +1,22 @@
-"""Strict JAX configuration for the whole suite (equinox-style).
+"""Strict JAX configuration for the whole suite (equinox-style), and the Hypothesis profiles.
 
 Implicit dtype promotion and rank promotion raise, and warnings are errors
 (pyproject's filterwarnings), so the library cannot lean on either silently.
+
+Hypothesis: the ``ci`` profile (default) is derandomized, so every run draws the
+same examples; ``DMLJAX_HYPOTHESIS_PROFILE=long`` draws 25 times as many, at
+random. Deadlines are off because the first call of every shape jit-compiles.
 """
 
+import os
+
 import jax
+from hypothesis import HealthCheck, settings
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+settings.register_profile("ci", max_examples=20, derandomize=True, deadline=None, suppress_health_check=_SLOW_OK)
+settings.register_profile("long", max_examples=500, deadline=None, suppress_health_check=_SLOW_OK)
+settings.load_profile(os.environ.get("DMLJAX_HYPOTHESIS_PROFILE", "ci"))
