@@ -73,6 +73,10 @@ class ArgMaxDesc:
   axis_direction: AxisDirection
 
 
+# Flat indices are int32 up to here (tests lower this to cover the wider path).
+INT32_FLAT_LARGEST_INDEX = int(np.iinfo(np.int32).max)
+
+
 def check_reduced_index(
   p: Problems, shape: tuple[int, ...], axes: tuple[int, ...], index_dtype: np.dtype | None
 ) -> bool:
@@ -116,7 +120,7 @@ def arg_extreme(
     if dtypes.is_float(x.dtype):
       key = jnp.where(jnp.isnan(x), np.array(np.iinfo(key.dtype).max, key.dtype), key)
   flat_dtype: np.dtype = np.dtype(np.int32)
-  if count - 1 > np.iinfo(np.int32).max:
+  if count - 1 > INT32_FLAT_LARGEST_INDEX:
     # The index type can hold count - 1 (checked), so uint32 does whenever x64 is off.
     flat_dtype = np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.uint32)
   flat = jnp.zeros(x.shape, flat_dtype)

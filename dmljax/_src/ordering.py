@@ -63,6 +63,10 @@ def key_as_total_order_float(key: jax.Array) -> jax.Array:
   return lax.bitcast_convert_type(_flip_negative(key), fdt)
 
 
+# lax.top_k returns int32 indices; longer sequences take a sort (tests lower this to cover that path).
+LAX_TOP_K_LARGEST_INDEX = int(np.iinfo(np.int32).max)
+
+
 def top_k_by_key(key: jax.Array, k: int) -> jax.Array:
   """Indices of the ``k`` largest keys along the last axis, ties in ascending index order.
 
@@ -71,7 +75,7 @@ def top_k_by_key(key: jax.Array, k: int) -> jax.Array:
   """
 
   size = key.shape[-1]
-  if size - 1 > np.iinfo(np.int32).max:
+  if size - 1 > LAX_TOP_K_LARGEST_INDEX:
     # lax.top_k's indices are int32: a stable sort by the reversed key keeps ties in index order.
     position = np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.uint32)
     iota = lax.broadcasted_iota(position, key.shape, key.ndim - 1)
