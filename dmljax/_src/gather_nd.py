@@ -138,13 +138,20 @@ def _positions(x_shape: tuple[int, ...], indices: jax.Array, batch_dims: int) ->
 
 
 def _fill_forward(starts: jax.Array, rows: jax.Array) -> jax.Array:
-  """Every row takes the value of the nearest start row at or above it (a linear, fixed-order scan)."""
+  """Every row takes the value of the nearest start row at or above it.
 
-  def combine(a: tuple[jax.Array, jax.Array], b: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-    (start_a, row_a), (start_b, row_b) = a, b
-    return start_a | start_b, jnp.where(start_b, row_b, row_a)
-
-  return lax.associative_scan(combine, (starts, rows), axis=0)[1]
+  A Hillis-Steele scan of selects only: linear, bit-exact (no ``0 +`` that
+  would turn -0.0 into +0.0, as ``lax.associative_scan``'s interleave does), and
+  its transpose adds in a fixed order.
+  """
+  done = starts
+  shift = 1
+  while shift < rows.shape[0]:
+    above = jnp.concatenate([jnp.zeros_like(rows[:shift]), rows[:-shift]])
+    rows = jnp.where(done, rows, above)
+    done = done | jnp.concatenate([jnp.ones_like(done[:shift]), done[:-shift]])
+    shift *= 2
+  return rows
 
 
 def _gather_rows_deterministic(table: jax.Array, keys: jax.Array) -> jax.Array:
