@@ -144,6 +144,48 @@ def _log_sum_exp(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
   return jnp.log(jnp.sum(jnp.exp(x - shift), axes, keepdims=True)) + shift
 
 
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
+def _extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
+  """MAX/MIN keeping dims; ties share the tangent equally (as ``jnp.max``), through a select.
+
+  ``jnp.max``'s rule multiplies by a 0/1 mask, which gives -0.0 for a negative
+  cotangent eagerly but +0.0 once XLA rewrites it as a select under jit; a
+  select gives the same bits both ways.
+  """
+  return jnp.max(x, axes, keepdims=True) if find_max else jnp.min(x, axes, keepdims=True)
+
+
+@_extreme.defjvp
+def _extreme_jvp(
+  axes: tuple[int, ...], find_max: bool, primals: tuple[jax.Array], tangents: tuple[jax.Array]
+) -> tuple[jax.Array, jax.Array]:
+  (x,), (t,) = primals, tangents
+  out = _extreme(x, axes, find_max)
+  hit = (x == out) | (jnp.isnan(x) & jnp.isnan(out))  # a NaN result comes from the NaNs
+  count = jnp.sum(hit, axes, keepdims=True, dtype=x.dtype)
+  return out, jnp.sum(jnp.where(hit, t, jnp.zeros((), t.dtype)), axes, keepdims=True) / count
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _l2(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
+  """L2 keeping dims; the tangent is 0 at an all-zero sequence (SPEC §8).
+
+  The tangent divides by the norm through a select, so XLA cannot rewrite it as
+  ``rsqrt`` under jit only: jit and eager give the same bits.
+  """
+  return jnp.sqrt(jnp.sum(jnp.square(x), axes, keepdims=True))
+
+
+@_l2.defjvp
+def _l2_jvp(
+  axes: tuple[int, ...], primals: tuple[jax.Array], tangents: tuple[jax.Array]
+) -> tuple[jax.Array, jax.Array]:
+  (x,), (t,) = primals, tangents
+  out = _l2(x, axes)
+  safe = jnp.where(out == 0, jnp.ones((), out.dtype), out)
+  return out, jnp.sum(x * t, axes, keepdims=True) / safe
+
+
 @functools.partial(jax.jit, static_argnames=("function", "axes", "keepdims", "index_dtype"))
 def _reduce(
   x: jax.Array, *, function: ReduceFunction, axes: tuple[int, ...], keepdims: bool, index_dtype: np.dtype
@@ -163,11 +205,11 @@ def _reduce(
   if function == F.SUM:
     out = total(a)
   elif function == F.SUM_SQUARE:
-    out = total(a * a)
+    out = total(jnp.square(a))
   elif function == F.L1:
     out = total(jnp.abs(a))
   elif function == F.L2:
-    out = jnp.sqrt(total(a * a))
+    out = _l2(a, axes)
   elif function == F.AVERAGE:
     out = total(a) / np.array(math.prod(x.shape[d] for d in axes), a.dtype)
   elif function == F.LOG_SUM:
@@ -177,9 +219,9 @@ def _reduce(
   elif function == F.MULTIPLY:
     out = jnp.prod(a, axes, keepdims=True, dtype=a.dtype)
   elif function == F.MAX:
-    out = jnp.max(a, axes, keepdims=True)
+    out = _extreme(a, axes, True) if dtypes.is_float(a.dtype) else jnp.max(a, axes, keepdims=True)
   else:
-    out = jnp.min(a, axes, keepdims=True)
+    out = _extreme(a, axes, False) if dtypes.is_float(a.dtype) else jnp.min(a, axes, keepdims=True)
   out = out.astype(dtype)
   return out if keepdims else jnp.squeeze(out, axes)
 
