@@ -365,6 +365,7 @@ def gather_nd_cases(draw: st.DrawFn) -> dict[str, Any]:
     x=x,
     indices=indices,
     batch_dims=b,
+    deterministic=draw(st.booleans()),
     desc=desc,
     inputs=inputs,
     x64=functional_x64(draw, dtype, index_dtype),
@@ -427,7 +428,9 @@ def call_functional(case: dict[str, Any]) -> Any:
   if op == "reduce":
     return dml.reduce(case["x"], case["function"], case["functional_axes"], index_dtype=case["index_dtype"])
   if op == "gather_nd":
-    return dml.gather_nd(case["x"], case["indices"], batch_dims=case["batch_dims"])
+    return dml.gather_nd(
+      case["x"], case["indices"], batch_dims=case["batch_dims"], deterministic=case.get("deterministic", False)
+    )
   if op == "one_hot":
     return dml.one_hot(case["indices"], case["values"], case["depth"], axis=case["functional_axis"])
   raise AssertionError(op)

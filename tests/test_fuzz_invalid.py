@@ -24,7 +24,7 @@ import jax
 import numpy as np
 import pytest
 from dml_strategies import CASES, call_functional, x64
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import dmljax as dml
@@ -68,7 +68,20 @@ def descriptor_corruptions(draw: st.DrawFn, op: str) -> Corruption:
   sizes = getattr(desc, field).sizes
   kind = draw(
     st.sampled_from(
-      ["rank0", "rank9", "size0", "data_type", "x64", "output", "array_shape", "array_dtype", "input_count", "op"]
+      [
+        "rank0",
+        "rank9",
+        "size0",
+        "data_type",
+        "x64",
+        "unsupported",
+        "feature_level",
+        "output",
+        "array_shape",
+        "array_dtype",
+        "input_count",
+        "op",
+      ]
     )
   )
 
@@ -91,12 +104,18 @@ def descriptor_corruptions(draw: st.DrawFn, op: str) -> Corruption:
   if kind == "x64":
     wide = draw(st.sampled_from([dml.DataType.INT64, dml.DataType.UINT64, dml.DataType.FLOAT64]))
     return f"{field}.data_type", run(_replace_tensor(desc, field, data_type=wide), inputs), False
+  if kind == "unsupported":
+    return _unsupported_type(op, desc, inputs)
+  if kind == "feature_level":
+    return _too_old(draw, op, desc, inputs, on)
   if kind == "output":
     out = draw(st.sampled_from([f for f in fields if f.startswith("output")]))
     out_sizes = getattr(desc, out).sizes
-    d = draw(st.integers(0, len(out_sizes) - 1))
+    # ONE_HOT's depth is output_tensor.sizes[axis]: any size there is valid.
+    dims = [d for d in range(len(out_sizes)) if op != "one_hot" or d != desc.axis]
+    d = draw(st.sampled_from(dims)) if dims else 0
     grown = (*out_sizes[:d], out_sizes[d] + draw(st.integers(1, 3)), *out_sizes[d + 1 :])
-    if draw(st.booleans()):
+    if dims and draw(st.booleans()):
       return out, run(_replace_tensor(desc, out, sizes=grown), inputs), on
     current = getattr(desc, out).data_type
     other = draw(st.sampled_from([t for t in (f32, i32, dml.DataType.INT8) if t != current]))
@@ -119,6 +138,52 @@ def descriptor_corruptions(draw: st.DrawFn, op: str) -> Corruption:
     fewer = inputs[:-1] if draw(st.booleans()) else [*inputs, inputs[0]]
     return "execute needs", run(desc, fewer), on
   return draw(_operator_corruption(op, desc, inputs, on))
+
+
+def _with_types(desc: Any, inputs: list[Any], changes: dict[str, dml.DataType]) -> Thunk:
+  """The descriptor with new data types, and arrays converted to match, so only the type rule breaks."""
+  new = desc
+  for field, data_type in changes.items():
+    new = _replace_tensor(new, field, data_type=data_type)
+  in_fields = _input_fields(desc)
+  numpy_of = {
+    dml.DataType.FLOAT64: np.float64,
+    dml.DataType.INT8: np.int8,
+    dml.DataType.INT16: np.int16,
+    dml.DataType.INT32: np.int32,
+  }
+  with np.errstate(invalid="ignore", over="ignore"):
+    arrays = [
+      np.asarray(x).astype(numpy_of[changes[f]]) if f in changes else x for f, x in zip(in_fields, inputs, strict=True)
+    ]
+  return lambda: dml.execute(new, *arrays)
+
+
+def _unsupported_type(op: str, desc: Any, inputs: list[Any]) -> Corruption:
+  """A type DirectML's table refuses for this operator (or REDUCE function) at the newest level."""
+  f64, i8, i16 = dml.DataType.FLOAT64, dml.DataType.INT8, dml.DataType.INT16
+  if op == "top_k":
+    return "input_tensor.data_type", _with_types(desc, inputs, {"input_tensor": f64, "output_value_tensor": f64}), True
+  if op == "arg_reduce":
+    return "input_tensor.data_type", _with_types(desc, inputs, {"input_tensor": f64}), True
+  if op == "reduce":
+    name = dml.ReduceFunction(desc.function).name.lower()
+    bad = i32 if name in ("average", "l2", "log_sum", "log_sum_exp") else (f64 if name in ("max", "min") else i8)
+    if name in ("argmax", "argmin"):
+      return "input_tensor.data_type", _with_types(desc, inputs, {"input_tensor": f64}), True
+    return "input_tensor.data_type", _with_types(desc, inputs, {"input_tensor": bad, "output_tensor": bad}), True
+  if op == "gather_nd":
+    return "indices_tensor.data_type", _with_types(desc, inputs, {"indices_tensor": i16}), True
+  return "indices_tensor.data_type", _with_types(desc, inputs, {"indices_tensor": i8}), True
+
+
+def _too_old(draw: st.DrawFn, op: str, desc: Any, inputs: list[Any], on: bool) -> Corruption:
+  """A feature level older than the operator, or (TOP_K, REDUCE at 1_0) than its non-4 rank."""
+  level = {"arg_reduce": "2_1", "gather_nd": "2_0", "one_hot": "1_0"}.get(op)
+  if level is not None:
+    return "feature_level", lambda: dml.execute(desc, *inputs, feature_level=level), on
+  assume(desc.input_tensor.rank != 4)
+  return "input_tensor", lambda: dml.execute(desc, *inputs, feature_level=dml.FeatureLevel.FL_1_0), on
 
 
 @st.composite
