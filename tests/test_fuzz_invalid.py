@@ -43,7 +43,7 @@ def _assert_names(call: Thunk, field: str) -> None:
     result = call()
     pytest.fail(f"no error; got a result {jax.tree.map(np.shape, result)}")
   message = str(info.value)
-  assert re.search(rf"(?<![\w.]){re.escape(field)}\b", message), (field, message)
+  assert re.search(rf"(?<![\w.]){re.escape(field)}(?!\w)", message), (field, message)
 
 
 def _tensor_fields(desc: Any) -> list[str]:
@@ -118,9 +118,11 @@ def descriptor_corruptions(draw: st.DrawFn, op: str) -> Corruption:
     if dims and draw(st.booleans()):
       return out, run(_replace_tensor(desc, out, sizes=grown), inputs), on
     current = getattr(desc, out).data_type
-    other = draw(st.sampled_from([t for t in (f32, i32, dml.DataType.INT8) if t != current]))
-    if out == "output_index_tensor":
-      other = draw(st.sampled_from([f32, i32, dml.DataType.INT8]))
+    arg_function = op == "reduce" and dml.ReduceFunction(desc.function).name in ("ARGMAX", "ARGMIN")
+    if out == "output_index_tensor" or op == "arg_reduce" or arg_function:
+      other = draw(st.sampled_from([f32, dml.DataType.FLOAT16, dml.DataType.INT8]))
+    else:
+      other = draw(st.sampled_from([t for t in (f32, i32, dml.DataType.INT8) if t != current]))
     return out, run(_replace_tensor(desc, out, data_type=other), inputs), on
   in_fields = _input_fields(desc)
   i = draw(st.integers(0, len(in_fields) - 1))
@@ -178,8 +180,10 @@ def _unsupported_type(op: str, desc: Any, inputs: list[Any]) -> Corruption:
 
 
 def _too_old(draw: st.DrawFn, op: str, desc: Any, inputs: list[Any], on: bool) -> Corruption:
-  """A feature level older than the operator, or (TOP_K, REDUCE at 1_0) than its non-4 rank."""
+  """A feature level older than the operator, or (TOP_K v0, REDUCE at 1_0) than its non-4 rank."""
   level = {"arg_reduce": "2_1", "gather_nd": "2_0", "one_hot": "1_0"}.get(op)
+  if isinstance(desc, dml.TopK1Desc):
+    level = "2_0"
   if level is not None:
     return "feature_level", lambda: dml.execute(desc, *inputs, feature_level=level), on
   assume(desc.input_tensor.rank != 4)
@@ -488,6 +492,17 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
     "most 2147483647); got index dtype=int32",
   ),
   (
+    "index output of an index type",
+    lambda: dml.execute(
+      dml.TopK1Desc(T(f32, (1, 4)), T(f32, (1, 2)), T(f32, (1, 2)), axis=1, k=2, axis_direction=0),
+      np.zeros((1, 4), np.float32),
+    ),
+    "TOP_K1: 2 problems:\n"
+    "  - output_index_tensor.data_type must be one of UINT32, UINT64 at feature level 5_0; "
+    "got output_index_tensor.data_type=FLOAT32\n"
+    "  - output_index_tensor.data_type must be UINT32 or UINT64; got output_index_tensor.data_type=FLOAT32",
+  ),
+  (
     "axes in range",
     lambda: dml.execute(dataclasses.replace(_REDUCE_SUM, axes=(2,)), _X23),
     "REDUCE: axes must all be integers in [0, 1] for rank 2; got axes=(2,)",
@@ -594,6 +609,17 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
     "array of numbers (functional)",
     lambda: dml.top_k(np.array(["a", "b"]), 1),
     "top_k: x must be an array of numbers; got x dtype=str32",
+  ),
+  (
+    "no size-0 dimension (functional)",
+    lambda: dml.argmax(np.zeros((2, 0), np.float32), 0),
+    "argmax: x must have no size-0 dimension (DirectML has none); got shape (2, 0)",
+  ),
+  (
+    "64-bit array needs x64 (functional)",
+    lambda: dml.one_hot(np.zeros((2, 1), np.int32), np.zeros(2, np.float64), 3),
+    "one_hot: values of type float64 needs jax.config.update('jax_enable_x64', True); "
+    "got values=float64 with jax_enable_x64 off",
   ),
   (
     "integer or floating x",
