@@ -582,8 +582,8 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
       jax.ShapeDtypeStruct((2**31 + 1,), np.int8),
       jax.ShapeDtypeStruct((1,), np.int32),
     ),
-    "gather_nd: x.shape[0] = 2147483649 needs 64-bit positions (int32 holds at most 2147483647): enable "
-    "jax.config.update('jax_enable_x64', True); got x.shape[0]=2147483649 with jax_enable_x64 off",
+    "gather_nd: x.shape[-1] = 2147483649 needs 64-bit positions (int32 holds at most 2147483647): enable "
+    "jax.config.update('jax_enable_x64', True); got x.shape[-1]=2147483649 with jax_enable_x64 off",
   ),
   (
     "at least two values",

@@ -121,7 +121,7 @@ def test_reduce_value_functions_have_no_index_limit() -> None:
 @pytest.mark.parametrize("index_dtype", [jnp.int32, jnp.uint32, jnp.int8])
 def test_gather_nd_dimension_beyond_int32_needs_x64(index_dtype: Any) -> None:
   x, indices = S((3, INT32_MAX + 2), jnp.int8), S((5, 2), index_dtype)
-  _raises(lambda x, i: dml.gather_nd(x, i), x, indices, match=r"x\.shape\[1\] = 2147483649 needs 64-bit positions")
+  _raises(lambda x, i: dml.gather_nd(x, i), x, indices, match=r"x\.shape\[-1\] = 2147483649 needs 64-bit positions")
   with jax.enable_x64(True):
     assert _shape_of(lambda x, i: dml.gather_nd(x, i), x, indices) == ((5,), np.dtype(np.int8))
 
@@ -133,7 +133,7 @@ def test_gather_nd_descriptor_dimension_beyond_int32_needs_x64() -> None:
     lambda x, i: dml.execute(desc, x, i),
     S(sizes, jnp.float32),
     S((1, 1), jnp.uint32),
-    match=r"GATHER_ND: input_tensor\.sizes\[0\] = 2147483649 needs 64-bit positions",
+    match=r"GATHER_ND: input_tensor\.sizes\[-1\] = 2147483649 needs 64-bit positions",
   )
 
 

@@ -127,7 +127,7 @@ def _check_gather_nd(
   if not ok:
     return None
   for d in range(batch_dims, batch_dims + q):
-    ok &= dtypes.positions_fit(p, f"{names.x}.{names.shape}[{d}]", x_shape[d])
+    ok &= dtypes.positions_fit(p, f"{names.x}.{names.shape}[{d - len(x_shape)}]", x_shape[d])
   return indices_shape[:-1] + x_shape[batch_dims + q :] if ok else None
 
 
