@@ -17,6 +17,6 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
-settings.register_profile("ci", max_examples=20, derandomize=True, deadline=None, suppress_health_check=_SLOW_OK)
-settings.register_profile("long", max_examples=500, deadline=None, suppress_health_check=_SLOW_OK)
+settings.register_profile("ci", max_examples=50, derandomize=True, deadline=None, suppress_health_check=_SLOW_OK)
+settings.register_profile("long", max_examples=1250, deadline=None, suppress_health_check=_SLOW_OK)
 settings.load_profile(os.environ.get("DMLJAX_HYPOTHESIS_PROFILE", "ci"))
