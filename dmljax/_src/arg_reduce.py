@@ -118,6 +118,10 @@ class ArgMaxDesc:
   axis_direction: AxisDirection
 
 
+# Flat indices are int32 up to here (tests lower this to cover the wider path).
+INT32_FLAT_LARGEST_INDEX = int(np.iinfo(np.int32).max)
+
+
 def check_reduced_index(
   p: Problems, shape: tuple[int, ...], axes: tuple[int, ...], index_dtype: np.dtype | None
 ) -> bool:
@@ -171,7 +175,10 @@ def arg_extreme(
     key = ordering.descending_key(x)
     if dtypes.is_float(x.dtype):
       key = jnp.where(jnp.isnan(x), np.array(np.iinfo(key.dtype).max, key.dtype), key)
-  flat_dtype = np.dtype(np.int32) if count <= np.iinfo(np.int32).max else np.dtype(np.int64)
+  flat_dtype: np.dtype = np.dtype(np.int32)
+  if count - 1 > INT32_FLAT_LARGEST_INDEX:
+    # The index type can hold count - 1 (checked), so uint32 does whenever x64 is off.
+    flat_dtype = np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.uint32)
   kept = x.ndim - len(axes)
 
   if axes == tuple(range(kept, x.ndim)) and flat_dtype == np.int32:
@@ -200,7 +207,7 @@ def _by_pairs(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dtype, *, la
     return jnp.where(take_a, key_a, key_b), jnp.where(take_a, index_a, index_b)
 
   init_key = np.array(np.iinfo(key.dtype).min, key.dtype)
-  init_index = np.array(-1 if last else np.iinfo(flat_dtype).max, flat_dtype)
+  init_index = np.array(np.iinfo(flat_dtype).min if last else np.iinfo(flat_dtype).max, flat_dtype)
   return lax.reduce((key, flat), (init_key, init_index), pick, axes)[1]
 
 

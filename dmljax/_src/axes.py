@@ -51,9 +51,14 @@ def canonical_direction(p: Problems, field: str, direction: Any) -> AxisDirectio
 
 
 def rank_in_range(p: Problems, field: str, shape: tuple[int, ...]) -> bool:
-  return p.require(
+  """Rank 1 to 8 and no size-0 dimension, as DirectML tensors."""
+  ok = p.require(
     1 <= len(shape) <= MAX_RANK, f"{field} must have rank 1 to {MAX_RANK}", f"shape {shape} (rank {len(shape)})"
   )
+  ok &= p.require(
+    all(s >= 1 for s in shape), f"{field} must have no size-0 dimension (DirectML has none)", f"shape {shape}"
+  )
+  return ok
 
 
 def _as_int(value: Any) -> int | None:

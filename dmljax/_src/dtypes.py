@@ -123,9 +123,20 @@ def as_array(p: Problems, field: str, x: Any) -> jax.Array | None:
   off; SPEC §1 asks for an error instead.
   """
   declared = getattr(x, "dtype", None)
-  if declared is not None and not require_x64_for(p, field, declared):
+  if declared is not None:
+    if not p.require(
+      np.dtype(declared).kind in "biufc" or is_float(declared),
+      f"{field} must be an array of numbers",
+      f"{field} dtype={dtype_name(declared)}",
+    ):
+      return None
+    if not require_x64_for(p, field, declared):
+      return None
+  try:
+    return jnp.asarray(x)
+  except (TypeError, ValueError, OverflowError) as e:
+    p.add(f"{field} must be an array of numbers", f"{field} of type {type(x).__name__} ({e})")
     return None
-  return jnp.asarray(x)
 
 
 def require_numeric(p: Problems, field: str, dtype: np.dtype, *, floats_only: bool = False) -> bool:
@@ -146,4 +157,15 @@ def index_dtype_can_hold(p: Problems, field: str, index_dtype: np.dtype, largest
     f"{field} {index_dtype.name} cannot index {what} (largest index {largest}, "
     f"{index_dtype.name} holds at most {np.iinfo(index_dtype).max})",
     f"{field}={index_dtype.name}",
+  )
+
+
+def positions_fit(p: Problems, field: str, size: int) -> bool:
+  """Positions along a dimension are computed in int32 unless x64 is on (SPEC §1: no silent downcast)."""
+  limit = int(np.iinfo(np.int32).max)
+  return p.require(
+    size - 1 <= limit or x64_enabled(),
+    f"{field} = {size} needs 64-bit positions (int32 holds at most {limit}): "
+    "enable jax.config.update('jax_enable_x64', True)",
+    f"{field}={size} with jax_enable_x64 off",
   )

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -194,7 +195,9 @@ def _check_gather_nd(
   )
   if not ok:
     return None
-  return indices_shape[:-1] + x_shape[batch_dims + q :]
+  for d in range(batch_dims, batch_dims + q):
+    ok &= dtypes.positions_fit(p, f"{names.x}.{names.shape}[{d - len(x_shape)}]", x_shape[d])
+  return indices_shape[:-1] + x_shape[batch_dims + q :] if ok else None
 
 
 def _explicit_output_spec(x: jax.Array, indices: jax.Array, batch_dims: int) -> tuple[Any, PartitionSpec] | None:
@@ -222,20 +225,78 @@ def _explicit_output_spec(x: jax.Array, indices: jax.Array, batch_dims: int) -> 
   return mesh, PartitionSpec(*out)
 
 
-@functools.partial(jax.jit, static_argnames=("batch_dims",))
-def _gather_nd(x: jax.Array, indices: jax.Array, *, batch_dims: int) -> jax.Array:
+def _positions(x_shape: tuple[int, ...], indices: jax.Array, batch_dims: int) -> list[jax.Array]:
+  q = indices.shape[-1]
+  indexed_sizes = x_shape[batch_dims : batch_dims + q]
+  return [index_math.wrap_and_clamp(indices[..., j], size) for j, size in enumerate(indexed_sizes)]
+
+
+def _fill_forward(starts: jax.Array, rows: jax.Array) -> jax.Array:
+  """Every row takes the value of the nearest start row at or above it.
+
+  A Hillis-Steele scan of selects only: linear, bit-exact (no ``0 +`` that
+  would turn -0.0 into +0.0, as ``lax.associative_scan``'s interleave does), and
+  its transpose adds in a fixed order.
+  """
+  done = starts
+  shift = 1
+  while shift < rows.shape[0]:
+    above = jnp.concatenate([jnp.zeros_like(rows[:shift]), rows[:-shift]])
+    rows = jnp.where(done, rows, above)
+    done = done | jnp.concatenate([jnp.ones_like(done[:shift]), done[:-shift]])
+    shift *= 2
+  return rows
+
+
+def _gather_rows_deterministic(table: jax.Array, keys: jax.Array) -> jax.Array:
+  """``table[keys]``, written so that reverse mode needs no colliding scatter-add.
+
+  Only the first of each run of equal (sorted) keys reads the table; the rest
+  copy it through a forward-fill scan. Transposed, the scan sums each run in a
+  fixed order and the read scatters one non-zero row per table row, so the
+  gradient is the same bits on every run and every device.
+  """
+  order = jnp.argsort(keys, stable=True)
+  sorted_keys = keys[order]
+  starts = jnp.concatenate([jnp.ones((1,), bool), sorted_keys[1:] != sorted_keys[:-1]])[:, None]
+  firsts = jnp.where(starts, table[sorted_keys], jnp.zeros((), table.dtype))
+  filled = _fill_forward(starts, firsts)
+  inverse = jnp.zeros_like(order).at[order].set(jnp.arange(order.shape[0], dtype=order.dtype), unique_indices=True)
+  return filled.at[inverse].get(unique_indices=True, mode="promise_in_bounds")
+
+
+def _gather_nd_deterministic(x: jax.Array, indices: jax.Array, batch_dims: int) -> jax.Array:
+  q = indices.shape[-1]
+  lead = indices.shape[:-1]
+  trailing = x.shape[batch_dims + q :]
+  key_dtype = index_math.position_dtype(np.dtype(np.int32), math.prod(x.shape[: batch_dims + q]))
+  keys = jnp.zeros(lead, key_dtype)
+  stride = 1
+  coordinates = [lax.broadcasted_iota(key_dtype, lead, d) for d in range(batch_dims)]
+  coordinates += [pos.astype(key_dtype) for pos in _positions(x.shape, indices, batch_dims)]
+  for coordinate, size in reversed(list(zip(coordinates, x.shape[: batch_dims + q], strict=True))):
+    keys = keys + coordinate * np.array(stride, key_dtype)
+    stride *= size
+  table = x.reshape(-1, math.prod(trailing))
+  rows = _gather_rows_deterministic(table, keys.reshape(-1))
+  return rows.reshape(lead + trailing)
+
+
+@functools.partial(jax.jit, static_argnames=("batch_dims", "deterministic"))
+def _gather_nd(x: jax.Array, indices: jax.Array, *, batch_dims: int, deterministic: bool = False) -> jax.Array:
+  kernel = functools.partial(_gather_kernel, batch_dims=batch_dims, deterministic=deterministic)
   explicit = _explicit_output_spec(x, indices, batch_dims)
   if explicit is not None:
     mesh, spec = explicit
-    kernel = functools.partial(_gather_kernel, batch_dims=batch_dims)
     return jax.sharding.auto_axes(kernel, out_sharding=NamedSharding(mesh, spec))(x, indices)
-  return _gather_kernel(x, indices, batch_dims)
+  return kernel(x, indices)
 
 
-def _gather_kernel(x: jax.Array, indices: jax.Array, batch_dims: int) -> jax.Array:
+def _gather_kernel(x: jax.Array, indices: jax.Array, *, batch_dims: int, deterministic: bool) -> jax.Array:
+  if deterministic:
+    return _gather_nd_deterministic(x, indices, batch_dims)
   q = indices.shape[-1]
-  indexed_sizes = x.shape[batch_dims : batch_dims + q]
-  positions = [index_math.wrap_and_clamp(indices[..., j], size) for j, size in enumerate(indexed_sizes)]
+  positions = _positions(x.shape, indices, batch_dims)
   common = np.result_type(*(pos.dtype for pos in positions))
   start = jnp.stack([pos.astype(common) for pos in positions], axis=-1)
   batch = tuple(range(batch_dims))
@@ -257,7 +318,7 @@ def _gather_kernel(x: jax.Array, indices: jax.Array, batch_dims: int) -> jax.Arr
   return autodiff.linear_in_float32(gather, x, start)
 
 
-def gather_nd(x: ArrayLike, indices: ArrayLike, *, batch_dims: int = 0) -> jax.Array:
+def gather_nd(x: ArrayLike, indices: ArrayLike, *, batch_dims: int = 0, deterministic: bool = False) -> jax.Array:
   r"""Gathers sub-blocks of ``x`` addressed by the index tuples in ``indices``, DirectML GATHER_ND1.
 
   With :math:`b` = ``batch_dims`` and :math:`q` = ``indices.shape[-1]``:
@@ -276,6 +337,13 @@ def gather_nd(x: ArrayLike, indices: ArrayLike, *, batch_dims: int = 0) -> jax.A
       last dimension is the tuple length ``q``.
     batch_dims: number of leading batch dimensions shared by ``x`` and
       ``indices`` (equal sizes).
+    deterministic: the gradient w.r.t. ``x`` sums the cotangents of duplicate
+      indices. By default that is a scatter-add, which GPUs run with unordered
+      atomics, so float gradients may differ in the last bits from run to run
+      (CPU results are reproducible either way). ``True`` computes the same
+      values with a formulation whose reverse mode sums duplicates in a fixed
+      order (a sort and a scan, costlier), giving bitwise-reproducible
+      gradients everywhere; forward mode and higher orders work unchanged.
 
   Returns:
     The gathered array, of ``x``'s dtype.
@@ -303,10 +371,13 @@ def gather_nd(x: ArrayLike, indices: ArrayLike, *, batch_dims: int = 0) -> jax.A
       f"indices dtype={np.dtype(index_array.dtype).name}",
     )
   ):
-    _check_gather_nd(p, array.shape, index_array.shape, batch_dims, _FUNCTIONAL_NAMES)
+    out_shape = _check_gather_nd(p, array.shape, index_array.shape, batch_dims, _FUNCTIONAL_NAMES)
+    if deterministic and out_shape is not None:
+      keyed = array.shape[: batch_dims + index_array.shape[-1]]
+      dtypes.positions_fit(p, f"the row count of x.shape{keyed} (deterministic=True)", math.prod(keyed))
   p.raise_if_any()
   assert array is not None and index_array is not None
-  return _gather_nd(array, index_array, batch_dims=int(batch_dims))
+  return _gather_nd(array, index_array, batch_dims=int(batch_dims), deterministic=bool(deterministic))
 
 
 _FIELDS_IN = ("input_tensor", "indices_tensor")

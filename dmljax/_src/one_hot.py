@@ -101,7 +101,7 @@ def _check_one_hot(
     isinstance(depth, (int, np.integer)) and not isinstance(depth, bool) and depth >= 1,
     "depth must be an integer >= 1",
     f"depth={depth!r}",
-  )
+  ) and dtypes.positions_fit(p, "depth", int(depth))
   canonical = axes_lib.canonical_axis(p, "axis", axis, len(indices_shape), allow_negative=allow_negative_axis)
   if canonical is not None:
     ok &= p.require(

@@ -138,12 +138,25 @@ def cpu_top_k_by_key(key: jax.Array, k: int) -> jax.Array:
   return _cpu_top_k(key, k)
 
 
+# lax.top_k returns int32 indices; longer sequences take a sort (tests lower this to cover that path).
+LAX_TOP_K_LARGEST_INDEX = int(np.iinfo(np.int32).max)
+
+
 def top_k_by_key(key: jax.Array, k: int) -> jax.Array:
-  """Indices (int32) of the ``k`` largest keys along the last axis, ties in ascending index order.
+  """Indices of the ``k`` largest keys along the last axis, ties in ascending index order.
 
   ``lax.top_k`` breaks ties by lower index; on CPU the key goes through the float
   total-order view so XLA takes its fast float32 path, and long rows go through an
   exact two-stage selection (or ``k`` max passes for ``k <= 2`` on short rows) that
-  avoids XLA:CPU's partial sort over the whole row.
+  avoids XLA:CPU's partial sort over the whole row. Indices are int32, except for
+  rows longer than int32 can index, which take a stable sort instead.
   """
+  size = key.shape[-1]
+  if size - 1 > LAX_TOP_K_LARGEST_INDEX:
+    # lax.top_k's indices are int32: a stable sort by the reversed key keeps ties in index order.
+    position = np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.uint32)
+    iota = lax.broadcasted_iota(position, key.shape, key.ndim - 1)
+    _, order = lax.sort((~key, iota), dimension=key.ndim - 1, is_stable=True, num_keys=1)
+    return lax.slice_in_dim(order, 0, k, axis=key.ndim - 1)
+
   return lax.platform_dependent(key, cpu=lambda key: cpu_top_k_by_key(key, k), default=lambda key: lax.top_k(key, k)[1])

@@ -266,7 +266,8 @@ def _log_sum_exp(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
 def _l2(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
-  return jnp.sqrt(jnp.sum(x * x, axes, keepdims=True, dtype=x.dtype))
+  """L2 keeping dims; the tangent is 0 at an all-zero sequence (SPEC §8)."""
+  return jnp.sqrt(jnp.sum(jnp.square(x), axes, keepdims=True, dtype=x.dtype))
 
 
 @_l2.defjvp
@@ -275,12 +276,14 @@ def _l2_jvp(
 ) -> tuple[jax.Array, jax.Array]:
   # d||x|| = <x, dx> / ||x||, evaluated on x / max|x| so that neither x*x underflowing to 0 (tiny x) nor
   # overflowing to inf (huge x) spoils it; the subgradient 0 at x = 0 (and a zero second derivative there).
+  # Dividing by a select, never by a sqrt, keeps XLA from rewriting it as rsqrt under jit alone, so jit
+  # and eager give the same bits.
   ((x,), (t,)) = primals, tangents
   scale = lax.stop_gradient(jnp.max(jnp.abs(x), axes, keepdims=True))
   u = x / jnp.where(scale == 0, jnp.ones_like(scale), scale)
-  squares = jnp.sum(u * u, axes, keepdims=True)
+  squares = jnp.sum(jnp.square(u), axes, keepdims=True)
   zero = squares == 0
-  norm = jnp.sqrt(jnp.where(zero, jnp.ones_like(squares), squares))
+  norm = jnp.where(zero, jnp.ones_like(squares), jnp.sqrt(squares))
   slope = jnp.sum(u * t, axes, keepdims=True) / norm
   return _l2(x, axes), jnp.where(zero, jnp.zeros_like(slope), slope)
 
@@ -290,6 +293,29 @@ def _propagate_nan(x: jax.Array, axes: tuple[int, ...], extreme: jax.Array) -> j
   if not dtypes.is_float(x.dtype) or not axes:
     return extreme
   return jnp.where(jnp.any(jnp.isnan(x), axes, keepdims=True), np.array(np.nan, extreme.dtype), extreme)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
+def _extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
+  """MAX/MIN keeping dims; ties share the tangent equally (as ``jnp.max``), through a select.
+
+  ``jnp.max``'s rule multiplies by a 0/1 mask, which gives -0.0 for a negative
+  cotangent eagerly but +0.0 once XLA rewrites it as a select under jit; a
+  select gives the same bits both ways.
+  """
+  out = jnp.max(x, axes, keepdims=True) if find_max else jnp.min(x, axes, keepdims=True)
+  return _propagate_nan(x, axes, out)
+
+
+@_extreme.defjvp
+def _extreme_jvp(
+  axes: tuple[int, ...], find_max: bool, primals: tuple[jax.Array], tangents: tuple[jax.Array]
+) -> tuple[jax.Array, jax.Array]:
+  (x,), (t,) = primals, tangents
+  out = _extreme(x, axes, find_max)
+  hit = (x == out) | (jnp.isnan(x) & jnp.isnan(out))  # a NaN result comes from the NaNs
+  count = jnp.sum(hit, axes, keepdims=True, dtype=x.dtype)
+  return out, jnp.sum(jnp.where(hit, t, jnp.zeros((), t.dtype)), axes, keepdims=True) / count
 
 
 @functools.partial(jax.jit, static_argnames=("function", "axes", "keepdims", "index_dtype"))
@@ -311,7 +337,7 @@ def _reduce(
   if function == F.SUM:
     out = _sum_over_leading_axes(a, axes) if _by_dot(a, axes) else total(a)
   elif function == F.SUM_SQUARE:
-    out = total(a * a)
+    out = total(jnp.square(a))
   elif function == F.L1:
     out = total(jnp.abs(a))
   elif function == F.L2:
@@ -325,9 +351,9 @@ def _reduce(
   elif function == F.MULTIPLY:
     out = _product(a, axes)
   elif function == F.MAX:
-    out = _propagate_nan(a, axes, jnp.max(a, axes, keepdims=True))
+    out = _extreme(a, axes, True) if dtypes.is_float(a.dtype) else jnp.max(a, axes, keepdims=True)
   else:
-    out = _propagate_nan(a, axes, jnp.min(a, axes, keepdims=True))
+    out = _extreme(a, axes, False) if dtypes.is_float(a.dtype) else jnp.min(a, axes, keepdims=True)
   out = out.astype(dtype)
   return out if keepdims else jnp.squeeze(out, axes)
 

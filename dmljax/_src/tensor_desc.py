@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 
 from dmljax._src import dtypes
@@ -92,7 +93,7 @@ def well_formed(p: Problems, field: str, desc: Any) -> bool:
   )
   sizes = desc.sizes
   if not p.require(
-    isinstance(sizes, tuple) and all(isinstance(s, (int, np.integer)) for s in sizes),
+    isinstance(sizes, tuple) and all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in sizes),
     f"{field}.sizes must be a sequence of integers",
     f"{field}.sizes={sizes!r}",
   ):
@@ -157,6 +158,13 @@ def array_matches(p: Problems, field: str, x: Any, desc: TensorDesc) -> bool:
   declared = getattr(x, "dtype", None)
   if declared is not None and not dtypes.require_x64_for(p, field, declared):
     return False
+  if declared is None:
+    want = dtypes.numpy_dtype(desc.data_type)
+    try:
+      x = jnp.asarray(x, want)
+    except (TypeError, ValueError, OverflowError) as e:
+      p.add(f"{field} array must hold numbers of type {want.name}", f"{type(x).__name__} ({e})")
+      return False
   shape = tuple(np.shape(x))
   ok = p.require(
     shape == tuple(desc.sizes), f"{field} array must have shape {field}.sizes={tuple(desc.sizes)}", f"shape {shape}"

@@ -226,6 +226,7 @@ def top_k(
   )
 
 
+_INDEX_DATA_TYPES = (DataType.UINT32, DataType.UINT64)
 _TOP_K_FIELDS_IN = ("input_tensor",)
 _TOP_K_FIELDS_OUT = ("output_value_tensor", "output_index_tensor")
 
@@ -250,12 +251,13 @@ def execute_top_k(desc: TopKDesc | TopK1Desc, inputs: Sequence[Any], feature_lev
   if tensors_ok:
     source = desc.input_tensor
     index_type = DataType(desc.output_index_tensor.data_type)
+    index_dtype = dtypes.numpy_dtype(index_type) if index_type in _INDEX_DATA_TYPES else None
     axis = _check_top_k(
       p,
       source.sizes,
       desc.axis,
       desc.k,
-      dtypes.numpy_dtype(index_type),
+      index_dtype,
       source="input_tensor.sizes",
       allow_negative_axis=False,
     )
@@ -264,9 +266,7 @@ def execute_top_k(desc: TopKDesc | TopK1Desc, inputs: Sequence[Any], feature_lev
       tensor_desc.output_matches(
         p, "output_value_tensor", desc.output_value_tensor, sizes, [DataType(source.data_type)]
       )
-      tensor_desc.output_matches(
-        p, "output_index_tensor", desc.output_index_tensor, sizes, [DataType.UINT32, DataType.UINT64]
-      )
+      tensor_desc.output_matches(p, "output_index_tensor", desc.output_index_tensor, sizes, _INDEX_DATA_TYPES)
   p.raise_if_any()
   assert axis is not None
   (x,) = descriptor_path.input_arrays(desc, inputs, _TOP_K_FIELDS_IN)
