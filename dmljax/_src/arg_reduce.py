@@ -134,24 +134,13 @@ def check_reduced_index(
   )
 
 
-def check_not_empty(p: Problems, source: str, shape: tuple[int, ...], axes: tuple[int, ...]) -> bool:
-  """An extreme needs at least one element: no reduced axis may have size 0 (DirectML has none)."""
-  return p.require(
-    all(shape[a] >= 1 for a in axes),
-    f"{source} must not have size 0 on the reduced axes {axes} (an empty set has no extreme element)",
-    f"{source} shape {shape}",
-  )
-
-
 def _check_arg_reduce(
   p: Problems, shape: tuple[int, ...], axes: Any, index_dtype: np.dtype | None, *, source: str, allow_negative: bool
 ) -> tuple[int, ...] | None:
   if not axes_lib.rank_in_range(p, source, shape):
     return None
   canonical = axes_lib.canonical_axes(p, "axes", axes, len(shape), allow_negative=allow_negative, allow_empty=False)
-  if canonical is None or not (
-    check_not_empty(p, source, shape, canonical) & check_reduced_index(p, shape, canonical, index_dtype)
-  ):
+  if canonical is None or not check_reduced_index(p, shape, canonical, index_dtype):
     return None
   return canonical
 

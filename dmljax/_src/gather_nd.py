@@ -183,11 +183,6 @@ def _check_gather_nd(
     f"[1, {len(x_shape) - batch_dims}] (rank of {names.x} minus {names.batch_dims})",
     f"{names.indices}.{names.shape}={indices_shape}",
   )
-  ok = ok and p.require(
-    all(s >= 1 for s in x_shape[batch_dims : batch_dims + q]),
-    f"the {q} indexed dimensions of {names.x} must not have size 0 (there is nothing to clamp an index into)",
-    f"{names.x}.{names.shape}={x_shape}",
-  )
   ok &= p.require(
     x_shape[:batch_dims] == indices_shape[:batch_dims],
     f"the {batch_dims} batch dimensions of {names.x} and {names.indices} must have equal sizes",

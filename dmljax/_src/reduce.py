@@ -185,8 +185,6 @@ def _check_reduce(
     p.require(
       dtypes.is_float(dtype), f"function {function.name} needs a floating {source}", f"{source} dtype={dtype.name}"
     )
-  if canonical is not None and function in (*_ARG_FUNCTIONS, ReduceFunction.MAX, ReduceFunction.MIN):
-    arg_reduce.check_not_empty(p, source, shape, canonical)
   if canonical is not None and function in _ARG_FUNCTIONS:
     arg_reduce.check_reduced_index(p, shape, canonical, index_dtype)
   return canonical
