@@ -125,7 +125,7 @@ def as_array(p: Problems, field: str, x: Any) -> jax.Array | None:
   declared = getattr(x, "dtype", None)
   if declared is not None:
     if not p.require(
-      np.dtype(declared).kind in "biufc" or is_float(declared),
+      np.dtype(declared).kind in "biufc" or is_float(declared) or is_integer(declared),
       f"{field} must be an array of numbers",
       f"{field} dtype={dtype_name(declared)}",
     ):
