@@ -29,7 +29,7 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, ordering, tensor_desc
+from dmljax._src import descriptor_path, dtypes, ordering, selection, shardings, tensor_desc
 from dmljax._src.axes import AxisDirection
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -168,49 +168,47 @@ def arg_extreme(
   if count - 1 > INT32_FLAT_LARGEST_INDEX:
     # The index type can hold count - 1 (checked), so uint32 does whenever x64 is off.
     flat_dtype = np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.uint32)
-  kept = x.ndim - len(axes)
-
-  if axes == tuple(range(kept, x.ndim)) and flat_dtype == np.int32:
-    index = lax.platform_dependent(
-      key.reshape(*x.shape[:kept], count),
-      cpu=functools.partial(_by_selection, last=last),
-      default=lambda rows: _by_pairs(rows, (kept,), flat_dtype, last=last),
-    )
-  else:
-    index = _by_pairs(key, axes, flat_dtype, last=last)
-  return index.astype(index_dtype).reshape(out_shape)
+  return _first_or_last_peak(key, axes, flat_dtype, last=last).astype(index_dtype).reshape(out_shape)
 
 
-def _by_pairs(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dtype, *, last: bool) -> jax.Array:
-  """One variadic reduction of (key, flat index) pairs over ``axes``."""
+def _first_or_last_peak(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dtype, *, last: bool) -> jax.Array:
+  """The lowest (or highest) flat index over ``axes`` at which ``key`` takes its maximum.
+
+  The first peak over trailing axes is a top-1 selection of the key rows on CPU (XLA:CPU's
+  vectorised selection, see :mod:`selection`, which along a sharded axis exchanges one candidate
+  per shard). Otherwise two plain reductions, the peak and then the extreme index where the key
+  equals it: integer keys make the peak exact, and XLA's SPMD partitioner splits both over a
+  sharded axis, so only a peak and an index per shard cross devices.
+  """
+  kept = key.ndim - len(axes)
+  if not last and axes == tuple(range(kept, key.ndim)) and flat_dtype == np.int32:
+    if not _sharded_explicitly(key, axes):
+      rows = key.reshape(*key.shape[:kept], math.prod(key.shape[kept:]))
+      return lax.platform_dependent(
+        rows,
+        cpu=lambda rows: selection.top_k_last_axis(rows, 1, True)[1][..., 0],
+        default=lambda rows: _by_reductions(rows, (kept,), flat_dtype, last=False),
+      )
+  return _by_reductions(key, axes, flat_dtype, last=last)
+
+
+def _by_reductions(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dtype, *, last: bool) -> jax.Array:
   flat = jnp.zeros(key.shape, flat_dtype)
   stride = 1
   for a in reversed(axes):
     flat = flat + lax.broadcasted_iota(flat_dtype, key.shape, a) * np.array(stride, flat_dtype)
     stride *= key.shape[a]
-
-  def pick(a: tuple[jax.Array, jax.Array], b: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-    (key_a, index_a), (key_b, index_b) = a, b
-    wins_tie = index_a > index_b if last else index_a < index_b
-    take_a = (key_a > key_b) | ((key_a == key_b) & wins_tie)
-    return jnp.where(take_a, key_a, key_b), jnp.where(take_a, index_a, index_b)
-
-  init_key = np.array(np.iinfo(key.dtype).min, key.dtype)
-  init_index = np.array(np.iinfo(flat_dtype).min if last else np.iinfo(flat_dtype).max, flat_dtype)
-  return lax.reduce((key, flat), (init_key, init_index), pick, axes)[1]
+  at_peak = key == jnp.max(key, axes, keepdims=True)
+  info = np.iinfo(flat_dtype)
+  if last:
+    return jnp.max(jnp.where(at_peak, flat, np.array(info.min, flat_dtype)), axes)
+  return jnp.min(jnp.where(at_peak, flat, np.array(info.max, flat_dtype)), axes)
 
 
-def _by_selection(rows: jax.Array, *, last: bool) -> jax.Array:
-  """The reduced axes flattened last: XLA:CPU's vectorised top-1 selection, on the reversed rows for the last index.
-
-  Rows the variadic reduction would walk element by element are read once by a vectorised max
-  per chunk (see :func:`ordering.cpu_top_k_by_key`); the first largest key of the reversed row is
-  the last one of the row.
-  """
-  if not last:
-    return ordering.cpu_top_k_by_key(rows, 1)[..., 0]
-  count = rows.shape[-1]
-  return (count - 1) - ordering.cpu_top_k_by_key(jnp.flip(rows, -1), 1)[..., 0]
+def _sharded_explicitly(x: jax.Array, axes: tuple[int, ...]) -> bool:
+  """Whether an explicit-axes sharding (visible in the type) splits any of ``axes``."""
+  found = shardings.explicit_spec(x)
+  return found is not None and any(found[1][a] is not None for a in axes)
 
 
 def _functional(
