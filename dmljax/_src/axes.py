@@ -7,6 +7,8 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from dmljax._src.errors import Problems
 
 MAX_RANK = 8
@@ -59,6 +61,11 @@ def rank_in_range(p: Problems, field: str, shape: tuple[int, ...]) -> bool:
     all(s >= 1 for s in shape), f"{field} must have no size-0 dimension (DirectML has none)", f"shape {shape}"
   )
   return ok
+
+
+def is_int(value: Any) -> bool:
+  """A Python or NumPy integer, not a bool: what counts, sizes and ``k`` must be."""
+  return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def _as_int(value: Any) -> int | None:

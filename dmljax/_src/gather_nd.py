@@ -160,10 +160,6 @@ _FUNCTIONAL_NAMES = _Names("x", "indices", "batch_dims", "shape")
 _DESCRIPTOR_NAMES = _Names("input_tensor", "indices_tensor", "batch_dimension_count", "sizes")
 
 
-def _is_count(value: Any) -> bool:
-  return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
 def _check_gather_nd(
   p: Problems, x_shape: tuple[int, ...], indices_shape: tuple[int, ...], batch_dims: Any, names: _Names
 ) -> tuple[int, ...] | None:
@@ -172,7 +168,7 @@ def _check_gather_nd(
     return None
   q = indices_shape[-1]
   if not p.require(
-    _is_count(batch_dims) and 0 <= batch_dims < len(indices_shape),
+    axes_lib.is_int(batch_dims) and 0 <= batch_dims < len(indices_shape),
     f"{names.batch_dims} must be an integer in [0, {len(indices_shape) - 1}] (below the rank of {names.indices})",
     f"{names.batch_dims}={batch_dims!r}",
   ):
@@ -383,7 +379,7 @@ def _meaningful(
   p: Problems, field: str, count_field: str, sizes: tuple[int, ...], count: Any
 ) -> tuple[int, ...] | None:
   if not p.require(
-    _is_count(count) and 1 <= count <= len(sizes),
+    axes_lib.is_int(count) and 1 <= count <= len(sizes),
     f"{count_field} must be an integer in [1, {len(sizes)}] (the rank of {field})",
     f"{count_field}={count!r}",
   ):

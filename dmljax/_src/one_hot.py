@@ -98,7 +98,7 @@ def _check_one_hot(
     f"{values} shape {values_shape}",
   )
   ok &= p.require(
-    isinstance(depth, (int, np.integer)) and not isinstance(depth, bool) and depth >= 1,
+    axes_lib.is_int(depth) and depth >= 1,
     "depth must be an integer >= 1",
     f"depth={depth!r}",
   ) and dtypes.positions_fit(p, "depth", int(depth))

@@ -17,12 +17,11 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from dmljax._src import axes as axes_lib
 from dmljax._src import dtypes
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
 from dmljax._src.feature_levels import TensorSupport
-
-MAX_RANK = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,13 +92,15 @@ def well_formed(p: Problems, field: str, desc: Any) -> bool:
   )
   sizes = desc.sizes
   if not p.require(
-    isinstance(sizes, tuple) and all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in sizes),
+    isinstance(sizes, tuple) and all(axes_lib.is_int(s) for s in sizes),
     f"{field}.sizes must be a sequence of integers",
     f"{field}.sizes={sizes!r}",
   ):
     return False
   ok &= p.require(
-    1 <= len(sizes) <= MAX_RANK, f"{field} must have rank 1 to {MAX_RANK}", f"{field}.sizes={sizes} (rank {len(sizes)})"
+    1 <= len(sizes) <= axes_lib.MAX_RANK,
+    f"{field} must have rank 1 to {axes_lib.MAX_RANK}",
+    f"{field}.sizes={sizes} (rank {len(sizes)})",
   )
   ok &= p.require(
     all(s >= 1 for s in sizes),

@@ -149,7 +149,7 @@ def _check_top_k(
     return None
   size = shape[axis]
   ok = p.require(
-    isinstance(k, (int, np.integer)) and not isinstance(k, bool) and 1 <= k <= size,
+    axes_lib.is_int(k) and 1 <= k <= size,
     f"k must satisfy 1 <= k <= {source}[axis] (= {size})",
     f"k={k!r}",
   )
