@@ -181,14 +181,14 @@ def _first_or_last_peak(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dt
   sharded axis, so only a peak and an index per shard cross devices.
   """
   kept = key.ndim - len(axes)
-  if not last and axes == tuple(range(kept, key.ndim)) and flat_dtype == np.int32:
-    if not _sharded_explicitly(key, axes):
-      rows = key.reshape(*key.shape[:kept], math.prod(key.shape[kept:]))
-      return lax.platform_dependent(
-        rows,
-        cpu=lambda rows: selection.top_k_last_axis(rows, 1, True)[1][..., 0],
-        default=lambda rows: _by_reductions(rows, (kept,), flat_dtype, last=False),
-      )
+  trailing = axes == tuple(range(kept, key.ndim))
+  if not last and trailing and flat_dtype == np.int32 and not _sharded_explicitly(key, axes):
+    rows = key.reshape(*key.shape[:kept], math.prod(key.shape[kept:]))
+    return lax.platform_dependent(
+      rows,
+      cpu=lambda rows: selection.top_k_last_axis(rows, 1, True)[1][..., 0],
+      default=lambda rows: _by_reductions(rows, (kept,), flat_dtype, last=False),
+    )
   return _by_reductions(key, axes, flat_dtype, last=last)
 
 
@@ -240,9 +240,9 @@ _DOC = r"""The flat index of the {extreme} element over ``axes``, DirectML {op}.
   ascending order) of the {extreme} element: the first one for INCREASING, the
   last one for DECREASING. A NaN counts as the {extreme}; -0.0 equals +0.0.
 
-  Over axes sharded across devices, XLA's partitioner reduces each shard to
-  one (value, global index) candidate and combines only those, with the same
-  tie rule, so the result is exactly the unsharded one.
+  Over axes sharded across devices, each shard contributes one candidate (its
+  peak and the global index of it), and only those candidates are combined,
+  with the same tie rule, so the result is exactly the unsharded one.
 
   Args:
     x: array of any integer or floating dtype (bfloat16 included), rank 1 to 8.
