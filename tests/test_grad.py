@@ -357,6 +357,17 @@ def test_l2_at_zero_is_zero() -> None:
   np.testing.assert_allclose(hessian[3:6, 3:6], (np.eye(3) - np.outer(g, g)) / 5, atol=1e-7)
 
 
+def test_l2_gradient_is_the_same_on_either_side_of_the_normal_norm_shortcut() -> None:
+  # Normal rows alone take the one-pass tangent; with an all-zero row beside them every row is rescaled.
+  rows = tie_free((3, 5), "float32", seed=21)
+  alone = jax.grad(lambda v: jnp.sum(dml.reduce(v, F.L2, 1)))(rows)
+  beside_zero = jax.grad(lambda v: jnp.sum(dml.reduce(v, F.L2, 1)))(jnp.concatenate([rows, jnp.zeros((1, 5))]))
+  expected = np.asarray(rows, np.float64) / np.linalg.norm(np.asarray(rows, np.float64), axis=1, keepdims=True)
+  np.testing.assert_allclose(alone, expected, rtol=2e-7)
+  np.testing.assert_allclose(beside_zero[:3], expected, rtol=2e-7)
+  np.testing.assert_array_equal(beside_zero[3], 0)
+
+
 def test_log_sum_exp_all_minus_inf_is_zero() -> None:
   x = jnp.array([[-np.inf, -np.inf, -np.inf], [-np.inf, 0.0, 0.0], [1.0, 1.0, 1.0]], jnp.float32)
   grad, tangent, hessian, t = _grad_jvp_hessian(F.LOG_SUM_EXP, x, 1)

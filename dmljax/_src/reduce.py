@@ -272,18 +272,32 @@ def _l2(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
 def _l2_jvp(
   axes: tuple[int, ...], primals: tuple[jax.Array], tangents: tuple[jax.Array]
 ) -> tuple[jax.Array, jax.Array]:
-  # d||x|| = <x, dx> / ||x||, evaluated on x / max|x| so that neither x*x underflowing to 0 (tiny x) nor
-  # overflowing to inf (huge x) spoils it; the subgradient 0 at x = 0 (and a zero second derivative there).
-  # Dividing by a select, never by a sqrt, keeps XLA from rewriting it as rsqrt under jit alone, so jit
-  # and eager give the same bits.
+  # d||x|| = <x / s, dx> / n with n = ||x / s||, for any per-sequence s > 0. Where the norm is normal (neither 0,
+  # nor small enough that x*x lost bits to underflow, nor inf), s = 1 and n is the norm itself: the tangent
+  # costs one pass over x, as jnp.linalg.norm's. Otherwise s = max|x|, which neither underflows nor overflows,
+  # and the subgradient is 0 at x = 0 (with a zero second derivative there). The branch is chosen on primals
+  # only (the tangent stays outside the cond, so it transposes), and under vmap both branches run.
   ((x,), (t,)) = primals, tangents
-  scale = lax.stop_gradient(jnp.max(jnp.abs(x), axes, keepdims=True))
-  u = x / jnp.where(scale == 0, jnp.ones_like(scale), scale)
-  squares = jnp.sum(jnp.square(u), axes, keepdims=True)
-  zero = squares == 0
-  norm = jnp.where(zero, jnp.ones_like(squares), jnp.sqrt(squares))
-  slope = jnp.sum(u * t, axes, keepdims=True) / norm
-  return _l2(x, axes), jnp.where(zero, jnp.zeros_like(slope), slope)
+  norm = _l2(x, axes)
+  smallest = np.array(2.0 ** (np.finfo(x.dtype).minexp // 2 + 24), x.dtype)
+  normal = (norm >= smallest) & (norm <= np.finfo(x.dtype).max)
+
+  def as_is(x: jax.Array, norm: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    # Dividing by a select, never by a sqrt, keeps XLA from rewriting it as rsqrt under jit alone, so jit
+    # and eager give the same bits.
+    ones = jnp.ones_like(norm)
+    return ones, jnp.where(normal, norm, ones), jnp.zeros(norm.shape, bool)
+
+  def rescaled(x: jax.Array, norm: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    scale = lax.stop_gradient(jnp.max(jnp.abs(x), axes, keepdims=True))
+    scale = jnp.where(scale == 0, jnp.ones_like(scale), scale)
+    squares = jnp.sum(jnp.square(x / scale), axes, keepdims=True)
+    zero = squares == 0
+    return scale, jnp.where(zero, jnp.ones_like(squares), jnp.sqrt(squares)), zero
+
+  scale, length, zero = lax.cond(jnp.all(normal), as_is, rescaled, x, norm)
+  slope = jnp.sum((x / scale) * t, axes, keepdims=True) / length
+  return norm, jnp.where(zero, jnp.zeros_like(slope), slope)
 
 
 def _propagate_nan(x: jax.Array, axes: tuple[int, ...], extreme: jax.Array) -> jax.Array:
