@@ -503,27 +503,32 @@ def ratios(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def copy_runners(args: argparse.Namespace, shape: tuple[int, ...]) -> list[tuple[str, Callable[[int], None]]]:
-  """In-place updates ``x += 1`` of a float32 array: each call reads and writes ``x`` once."""
+  """In-place updates ``x += 1`` of a float32 array: each call reads and writes ``x`` once.
+
+  Call ``i`` updates the ``i``-th of ``--pool`` distinct arrays, as the reductions read the
+  ``i``-th of their inputs: an array that fits in the last-level cache would otherwise be updated
+  in cache from the second call of a sample on, while the reductions read theirs from memory.
+  """
   rng = np.random.default_rng(1)
-  host = rng.standard_normal(shape, dtype=np.float32) + 2.0
-  state = {"jax": jnp.asarray(host)}
+  hosts = [rng.standard_normal(shape, dtype=np.float32) + 2.0 for _ in range(args.pool)]
+  arrays = [jnp.asarray(h) for h in hosts]
   bump = jax.jit(lambda a: a + np.float32(1), donate_argnums=0)
 
-  def jax_update(_: int) -> None:
-    state["jax"] = jax.block_until_ready(bump(state["jax"]))
+  def jax_update(i: int) -> None:
+    arrays[i] = jax.block_until_ready(bump(arrays[i]))
 
   runners: list[tuple[str, Callable[[int], None]]] = [("copy: jax x+1 (donated)", jax_update)]
   if not _on_gpu():
-    buffer = host.copy()
-    runners.append(("copy: numpy np.add(out=x)", lambda _: np.add(buffer, np.float32(1), out=buffer)))
+    buffers = [h.copy() for h in hosts]
+    runners.append(("copy: numpy np.add(out=x)", lambda i: np.add(buffers[i], np.float32(1), out=buffers[i])))
   torch = None if args.no_torch else _torch()
   if torch is not None:
     device = _torch_device(torch)
-    t = torch.from_numpy(host.copy()).to(device)
+    tensors = [torch.from_numpy(h.copy()).to(device) for h in hosts]
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
-    def torch_update(_: int) -> None:
-      t.add_(1.0)
+    def torch_update(i: int) -> None:
+      tensors[i].add_(1.0)
       sync()
 
     runners.append(("copy: torch x.add_(1)", torch_update))
@@ -536,7 +541,7 @@ def copy_bandwidth(args: argparse.Namespace, progress: Progress, shape: tuple[in
   runners = copy_runners(args, shape)
   stats, errors = time_interleaved(
     runners,
-    pool=1,
+    pool=args.pool,
     warmup=args.warmup,
     repeats=args.repeats,
     min_sample=args.min_sample,
@@ -783,7 +788,8 @@ def markdown(report: dict[str, Any]) -> str:
     "## Reduction bandwidth (target 3: ≥ 0.7)",
     "",
     "Bytes read per second by each reduction over bytes read+written per second by the fastest in-place "
-    "update `x += 1` of an array as large as the reduction's input, timed interleaved with the reductions "
+    "update `x += 1` of an array as large as the reduction's input (cycling through as many distinct arrays "
+    "as the reductions cycle inputs), timed interleaved with the reductions "
     f"(on its own, before them: {copy['bytes_per_s'] / 1e9:.1f} GB/s by {copy['method']}).",
     "",
     "| workload | copy GB/s | dmljax GB/s read | dmljax | JAX | PyTorch | ONNX Runtime |",
