@@ -663,6 +663,7 @@ def environment() -> dict[str, Any]:
     "device": {"platform": d.platform, "kind": d.device_kind, "count": jax.device_count()},
     "host": {"cpu": cpu, "cores": os.cpu_count(), "system": platform.system()},
     "torch_threads": torch.get_num_threads() if torch else None,
+    "malloc_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")},
   }
 
 
@@ -685,6 +686,11 @@ def _spread(s: dict[str, Any]) -> str:
   return f"±{100 * (s['q3_s'] - s['q1_s']) / 2 / s['median_s']:.0f}%"
 
 
+def _malloc_note(env: dict[str, Any]) -> str:
+  tuned = env.get("malloc_env") or {}
+  return f" (glibc malloc tuned: {', '.join(f'{k}={v}' for k, v in tuned.items())})" if tuned else ""
+
+
 def markdown(report: dict[str, Any]) -> str:
   env = report["environment"]
   v = env["versions"]
@@ -692,8 +698,9 @@ def markdown(report: dict[str, Any]) -> str:
     f"# dmljax benchmark: {report['device_name']}",
     "",
     f"Device: {env['device']['kind']} ({env['device']['platform']}); host CPU {env['host']['cpu']}, "
-    f"{env['host']['cores']} cores. Versions: jax {v['jax']}, jaxlib {v['jaxlib']}, torch {v['torch']}, "
-    f"onnxruntime {v['onnxruntime']}, numpy {v['numpy']}, Python {v['python']}. "
+    f"{env['host']['cores']} cores{_malloc_note(env)}. "
+    f"Versions: jax {v['jax']}, jaxlib {v['jaxlib']}, torch {v['torch']}, onnxruntime {v['onnxruntime']}, "
+    f"numpy {v['numpy']}, Python {v['python']}. "
     f"{report['settings']['repeats']} interleaved runs per contender after {report['settings']['warmup']} "
     f"warm-up calls; medians in ms (± half the interquartile range). Ratio = dmljax / other "
     f"(below 1: dmljax faster). JAX = fastest exact native form under `jax.jit`; "
@@ -903,6 +910,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   parser.add_argument("--no-eager", action="store_true", help="skip the eager (un-jitted) dmljax contender")
   parser.add_argument("--no-chart", action="store_true")
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--label", default=None, help="suffix of the result files' names: <device>-<label>.json …")
   parser.add_argument("--quiet", action="store_true")
   args = parser.parse_args(argv)
   args.repeats = args.repeats or (10 if args.quick else 21)
@@ -941,6 +949,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
       "min_sample_s": args.min_sample,
       "seed": args.seed,
       "only": args.only,
+      "label": args.label,
     },
     "copy_bandwidth": copy,
     "workloads": results,
@@ -948,7 +957,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   report["summary"] = summarize(results, copy)
   out = args.out or RESULTS
   out.mkdir(parents=True, exist_ok=True)
-  stem = report["device_name"] + ("-quick" if args.quick else "")
+  stem = report["device_name"] + ("-quick" if args.quick else "") + (f"-{args.label}" if args.label else "")
   (out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
   (out / f"{stem}.md").write_text(markdown(report))
   if not args.no_chart:
