@@ -174,20 +174,21 @@ def arg_extreme(
 def _first_or_last_peak(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dtype, *, last: bool) -> jax.Array:
   """The lowest (or highest) flat index over ``axes`` at which ``key`` takes its maximum.
 
-  The first peak over trailing axes is a top-1 selection of the key rows on CPU (XLA:CPU's
-  vectorised selection, see :mod:`selection`, which along a sharded axis exchanges one candidate
-  per shard). Otherwise two plain reductions, the peak and then the extreme index where the key
-  equals it: integer keys make the peak exact, and XLA's SPMD partitioner splits both over a
-  sharded axis, so only a peak and an index per shard cross devices.
+  The peak over trailing axes is a top-1 selection of the key rows on CPU (XLA:CPU's vectorised
+  selection, see :mod:`selection`, which along a sharded axis exchanges one candidate per shard;
+  the last peak is the first one of each shard's reversed rows). Otherwise two plain reductions,
+  the peak and then the extreme index where the key equals it: integer keys make the peak exact,
+  and XLA's SPMD partitioner splits both over a sharded axis, so only a peak and an index per
+  shard cross devices.
   """
   kept = key.ndim - len(axes)
   trailing = axes == tuple(range(kept, key.ndim))
-  if not last and trailing and flat_dtype == np.int32 and not _sharded_explicitly(key, axes):
+  if trailing and flat_dtype == np.int32 and not _sharded_explicitly(key, axes):
     rows = key.reshape(*key.shape[:kept], math.prod(key.shape[kept:]))
     return lax.platform_dependent(
       rows,
-      cpu=lambda rows: selection.top_k_last_axis(rows, 1, True)[1][..., 0],
-      default=lambda rows: _by_reductions(rows, (kept,), flat_dtype, last=False),
+      cpu=lambda rows: selection.top_k_last_axis(rows, 1, True, last)[1][..., 0],
+      default=lambda rows: _by_reductions(rows, (kept,), flat_dtype, last=last),
     )
   return _by_reductions(key, axes, flat_dtype, last=last)
 

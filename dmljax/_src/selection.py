@@ -43,8 +43,18 @@ from jax.sharding import NamedSharding, PartitionSpec
 from dmljax._src import ordering, shardings
 
 
-def local_top_k(sequences: jax.Array, k: int, descending: bool) -> tuple[jax.Array, jax.Array]:
-  """Values and int32 indices of the ``k`` first elements along the last axis, ties by lower index."""
+def local_top_k(sequences: jax.Array, k: int, descending: bool, last: bool = False) -> tuple[jax.Array, jax.Array]:
+  """Values and int32 indices of the ``k`` first elements along the last axis, ties by lower index.
+
+  With ``last`` (``k == 1`` only), the tie goes to the highest index: the first extreme of the
+  reversed sequence. A merge of per-shard candidates with ``last`` then picks the highest shard.
+  """
+  if last:
+    if k != 1:
+      raise ValueError(f"ties to the last index need k == 1; got {k=}")
+    size = sequences.shape[-1]
+    values, indices = local_top_k(lax.rev(sequences, (sequences.ndim - 1,)), 1, descending)
+    return values, jnp.int32(size - 1) - indices
   key = ordering.ascending_key(sequences) if descending else ordering.descending_key(sequences)
   indices = ordering.top_k_by_key(key, k)
   values = jnp.take_along_axis(sequences, indices, axis=-1, mode="promise_in_bounds")
@@ -52,22 +62,22 @@ def local_top_k(sequences: jax.Array, k: int, descending: bool) -> tuple[jax.Arr
 
 
 def _per_shard_top_k(
-  shard: jax.Array, k: int, descending: bool, names: shardings.AxisNames
+  shard: jax.Array, k: int, descending: bool, last: bool, names: shardings.AxisNames
 ) -> tuple[jax.Array, jax.Array]:
   """Runs on each shard, inside a manual (shard_map-like) context over ``names``."""
   size = shard.shape[-1]
-  values, indices = local_top_k(shard, min(k, size), descending)
+  values, indices = local_top_k(shard, min(k, size), descending, last)
   offset = lax.axis_index(names) * np.array(size, np.int32)
   indices = indices + offset.astype(np.int32)
-  last = shard.ndim - 1
-  values = lax.all_gather(values, names, axis=last, tiled=True)
-  indices = lax.all_gather(indices, names, axis=last, tiled=True)
-  merged, position = local_top_k(values, k, descending)
+  axis = shard.ndim - 1
+  values = lax.all_gather(values, names, axis=axis, tiled=True)
+  indices = lax.all_gather(indices, names, axis=axis, tiled=True)
+  merged, position = local_top_k(values, k, descending, last)
   return merged, jnp.take_along_axis(indices, position, axis=-1, mode="promise_in_bounds")
 
 
 def _partition(
-  k: int, descending: bool, mesh: Any, arg_shapes: Any, result_shape: Any
+  k: int, descending: bool, last: bool, mesh: Any, arg_shapes: Any, result_shape: Any
 ) -> tuple[Any, Callable[..., Any], tuple[NamedSharding, NamedSharding], tuple[NamedSharding]]:
   """custom_partitioning's rule: keep batch shardings, split the sequence axis as local top-k + merge."""
   del result_shape
@@ -80,35 +90,35 @@ def _partition(
     in_sharding = NamedSharding(mesh, PartitionSpec(*spec[:-1], None))
     return (
       mesh,
-      functools.partial(local_top_k, k=k, descending=descending),
+      functools.partial(local_top_k, k=k, descending=descending, last=last),
       (out_sharding, out_sharding),
       (in_sharding,),
     )
-  lower = functools.partial(_per_shard_top_k, k=k, descending=descending, names=names)
+  lower = functools.partial(_per_shard_top_k, k=k, descending=descending, last=last, names=names)
   return mesh, lower, (out_sharding, out_sharding), (NamedSharding(mesh, PartitionSpec(*spec)),)
 
 
-@functools.partial(custom_partitioning, static_argnums=(1, 2))
-def _partitioned_top_k(sequences: jax.Array, k: int, descending: bool) -> tuple[jax.Array, jax.Array]:
-  return local_top_k(sequences, k, descending)
+@functools.partial(custom_partitioning, static_argnums=(1, 2, 3))
+def _partitioned_top_k(sequences: jax.Array, k: int, descending: bool, last: bool) -> tuple[jax.Array, jax.Array]:
+  return local_top_k(sequences, k, descending, last)
 
 
 _partitioned_top_k.def_partition(partition=_partition, sharding_rule="... n -> ... k, ... k")
 
 
-def _dispatch(sequences: jax.Array, k: int, descending: bool) -> tuple[jax.Array, jax.Array]:
+def _dispatch(sequences: jax.Array, k: int, descending: bool, last: bool) -> tuple[jax.Array, jax.Array]:
   if jax.sharding.get_abstract_mesh().manual_axes:
     # Inside shard_map, the caller already controls what each device holds.
-    return local_top_k(sequences, k, descending)
+    return local_top_k(sequences, k, descending, last)
   explicit = shardings.explicit_spec(sequences)
   if explicit is None:
-    return _partitioned_top_k(sequences, k, descending)
+    return _partitioned_top_k(sequences, k, descending, last)
   mesh, spec = explicit
   axis_names = shardings.names(spec[-1])
   if not axis_names:
     # The type says no device splits a sequence: XLA keeps the other axes' shardings by itself.
-    return local_top_k(sequences, k, descending)
-  body = functools.partial(_per_shard_top_k, k=k, descending=descending, names=axis_names)
+    return local_top_k(sequences, k, descending, last)
+  body = functools.partial(_per_shard_top_k, k=k, descending=descending, last=last, names=axis_names)
   out_spec = PartitionSpec(*spec[:-1], None)
   mapped = jax.shard_map(
     body, mesh=mesh, in_specs=PartitionSpec(*spec), out_specs=(out_spec, out_spec), check_vma=False
@@ -117,12 +127,12 @@ def _dispatch(sequences: jax.Array, k: int, descending: bool) -> tuple[jax.Array
 
 
 @functools.cache
-def _batched_selector(k: int, descending: bool) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
-  """The selector for one ``(k, descending)``, with a vmap rule: a batch is one more leading axis."""
+def _batched_selector(k: int, descending: bool, last: bool) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
+  """The selector for one ``(k, descending, last)``, with a vmap rule: a batch is one more leading axis."""
 
   @jax.custom_batching.custom_vmap
   def select(sequences: jax.Array) -> tuple[jax.Array, jax.Array]:
-    return _dispatch(sequences, k, descending)
+    return _dispatch(sequences, k, descending, last)
 
   @select.def_vmap
   def _rule(axis_size: int, in_batched: list[bool], sequences: jax.Array) -> Any:
@@ -132,16 +142,19 @@ def _batched_selector(k: int, descending: bool) -> Callable[[jax.Array], tuple[j
   return select
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
-def top_k_last_axis(sequences: jax.Array, k: int, descending: bool) -> tuple[jax.Array, jax.Array]:
-  """Values and int32 indices of the ``k`` first elements along the last axis, sharded or not."""
-  return _batched_selector(k, descending)(sequences)
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
+def top_k_last_axis(sequences: jax.Array, k: int, descending: bool, last: bool = False) -> tuple[jax.Array, jax.Array]:
+  """Values and int32 indices of the ``k`` first elements along the last axis, sharded or not.
+
+  ``last`` (with ``k == 1``) breaks ties by the highest index instead of the lowest.
+  """
+  return _batched_selector(k, descending, last)(sequences)
 
 
 @top_k_last_axis.defjvp
-def _top_k_jvp(k: int, descending: bool, primals: Any, tangents: Any) -> Any:
+def _top_k_jvp(k: int, descending: bool, last: bool, primals: Any, tangents: Any) -> Any:
   (sequences,), (tangent,) = primals, tangents
-  values, indices = top_k_last_axis(sequences, k, descending)
+  values, indices = top_k_last_axis(sequences, k, descending, last)
   pick = functools.partial(jnp.take_along_axis, axis=-1, mode="promise_in_bounds")
   if shardings.explicit_spec(tangent) is not None:
     # On explicit axes a gather along a sharded axis needs its output sharding named: the values'.
