@@ -49,10 +49,17 @@ class Problems:
   def __init__(self, operator: str):
     self.operator = operator
     self._found: list[str] = []
+    self._got: set[str] = set()
 
   def add(self, statement: str, got: str) -> None:
-    """Records ``"<statement>; got <got>"``, e.g. ``"k must satisfy ...; got k=5"``."""
-    self._found.append(f"{statement}; got {got}")
+    """Records ``"<statement>; got <got>"``, e.g. ``"k must satisfy ...; got k=5"``.
+
+    A value already reported (the same ``got``) is not reported again by a second rule: the
+    feature-level table and an operator's own check may both refuse one output type.
+    """
+    if got not in self._got:
+      self._got.add(got)
+      self._found.append(f"{statement}; got {got}")
 
   def require(self, ok: bool | np.bool_, statement: str, got: str) -> bool:
     """Records the problem unless ``ok``; returns ``ok`` so callers can skip dependent checks."""
