@@ -29,7 +29,7 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, ordering, selection, shardings, tensor_desc
+from dmljax._src import descriptor_path, dtypes, rank_keys, selection, shardings, tensor_desc
 from dmljax._src.axes import AxisDirection
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -145,23 +145,21 @@ def _check_arg_reduce(
   return canonical
 
 
-def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
-  return tuple(1 if d in axes else s for d, s in enumerate(shape))
-
-
 @functools.partial(jax.jit, static_argnames=("axes", "find_max", "last", "index_dtype", "keepdims"))
 def arg_extreme(
   x: jax.Array, *, axes: tuple[int, ...], find_max: bool, last: bool, index_dtype: np.dtype, keepdims: bool
 ) -> jax.Array:
   """First (or ``last``) flat index of the max (or min) over ``axes``; NaN is the extreme either way."""
-  out_shape = reduced_shape(x.shape, axes) if keepdims else tuple(s for d, s in enumerate(x.shape) if d not in axes)
+  out_shape = (
+    axes_lib.reduced_shape(x.shape, axes) if keepdims else tuple(s for d, s in enumerate(x.shape) if d not in axes)
+  )
   count = math.prod(x.shape[a] for a in axes)
   if count == 1:
     return jnp.zeros(out_shape, index_dtype)
   if find_max:
-    key = ordering.ascending_key(x)
+    key = rank_keys.ascending_key(x)
   else:
-    key = ordering.descending_key(x)
+    key = rank_keys.descending_key(x)
     if dtypes.is_float(x.dtype):
       key = jnp.where(jnp.isnan(x), np.array(np.iinfo(key.dtype).max, key.dtype), key)
   flat_dtype: np.dtype = np.dtype(np.int32)
@@ -313,7 +311,9 @@ def execute_arg_reduce(desc: ArgMinDesc | ArgMaxDesc, inputs: Sequence[Any], fea
     index_dtype = dtypes.numpy_dtype(index_type) if index_type in INDEX_DATA_TYPES else None
     axes = _check_arg_reduce(p, shape, desc.axes, index_dtype, source="input_tensor", allow_negative=False)
     if axes is not None:
-      tensor_desc.output_matches(p, "output_tensor", desc.output_tensor, reduced_shape(shape, axes), INDEX_DATA_TYPES)
+      tensor_desc.output_matches(
+        p, "output_tensor", desc.output_tensor, axes_lib.reduced_shape(shape, axes), INDEX_DATA_TYPES
+      )
   p.raise_if_any()
   assert axes is not None
   (x,) = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)

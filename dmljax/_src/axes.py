@@ -118,3 +118,8 @@ def canonical_axes(
   ok = p.require(len(set(normalized)) == len(normalized), f"{field} must be distinct", f"{field}={tuple(axes)}")
   ok &= p.require(allow_empty or len(normalized) > 0, f"{field} must name at least one axis", f"{field}={tuple(axes)}")
   return tuple(sorted(normalized)) if ok else None
+
+
+def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+  """``shape`` with size 1 on every axis in ``axes`` (a reduction's output, keeping dims)."""
+  return tuple(1 if d in axes else s for d, s in enumerate(shape))

@@ -214,7 +214,7 @@ def _sum_over_leading_axes(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
   def by_dot(x: jax.Array) -> jax.Array:
     rows = x.reshape(-1, math.prod(x.shape[len(axes) :]))
     out = jnp.dot(jnp.ones(rows.shape[:1], x.dtype), rows, precision=lax.Precision.HIGHEST)
-    return out.reshape(arg_reduce.reduced_shape(x.shape, axes))
+    return out.reshape(axes_lib.reduced_shape(x.shape, axes))
 
   return lax.platform_dependent(x, cpu=by_dot, default=lambda x: jnp.sum(x, axes, keepdims=True))
 
@@ -241,7 +241,7 @@ def _product(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
     while rows.shape[-1] > 16 and rows.shape[-1] % 2 == 0:
       half = rows.shape[-1] // 2
       rows = rows[..., :half] * rows[..., half:]
-    return jnp.prod(rows, -1, dtype=x.dtype).reshape(arg_reduce.reduced_shape(x.shape, axes))
+    return jnp.prod(rows, -1, dtype=x.dtype).reshape(axes_lib.reduced_shape(x.shape, axes))
 
   def plain(x: jax.Array) -> jax.Array:
     return jnp.prod(x, axes, keepdims=True, dtype=x.dtype)
@@ -480,7 +480,7 @@ def execute_reduce(desc: ReduceDesc, inputs: Sequence[Any], feature_level: Any) 
     if axes is not None:
       allowed = arg_reduce.INDEX_DATA_TYPES if is_arg else (DataType(source.data_type),)
       tensor_desc.output_matches(
-        p, "output_tensor", desc.output_tensor, arg_reduce.reduced_shape(source.sizes, axes), allowed
+        p, "output_tensor", desc.output_tensor, axes_lib.reduced_shape(source.sizes, axes), allowed
       )
   p.raise_if_any()
   assert function is not None and axes is not None
