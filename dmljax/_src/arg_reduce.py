@@ -29,10 +29,11 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, rank_keys, selection, shardings, tensor_desc
+from dmljax._src import descriptor_path, dtypes, enums, fields, rank_keys, selection, shardings, tensor_desc
 from dmljax._src.axes import AxisDirection
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
+from dmljax._src.fields import FUNCTIONAL, Fields
 from dmljax._src.tensor_desc import TensorDesc
 
 INDEX_DATA_TYPES = (DataType.UINT32, DataType.INT32, DataType.UINT64, DataType.INT64)
@@ -52,8 +53,8 @@ class ArgMinDesc:
       input's sizes with 1 on every reduced axis.
     axes: ``Axes`` (``AxisCount`` is ``len(axes)``): one or more distinct axes
       in ``[0, rank - 1]``, in any order.
-    axis_direction: ``AxisDirection``: INCREASING returns the first extreme
-      element, DECREASING the last one.
+    axis_direction: ``AxisDirection``: INCREASING (default) returns the first
+      extreme element, DECREASING the last one.
 
   Raises:
     DescriptorError: from :func:`execute` (constructing a descriptor never
@@ -75,7 +76,30 @@ class ArgMinDesc:
   input_tensor: TensorDesc
   output_tensor: TensorDesc
   axes: tuple[int, ...]
-  axis_direction: AxisDirection
+  axis_direction: AxisDirection = AxisDirection.INCREASING
+
+  @classmethod
+  def from_inputs(
+    cls,
+    input_tensor: TensorDesc,
+    *,
+    axes: Sequence[int],
+    axis_direction: AxisDirection = AxisDirection.INCREASING,
+    output_data_type: DataType | str = DataType.UINT32,
+  ) -> ArgMinDesc:
+    """The descriptor with its output tensor inferred from the input and the attributes.
+
+    Raises:
+      DescriptorError: for a malformed input descriptor, bad ``axes`` or an
+        ``output_data_type`` other than INT32, INT64, UINT32 or UINT64.
+
+    Example:
+      >>> import dmljax as dml, numpy as np
+      >>> dml.ArgMinDesc.from_inputs(dml.TensorDesc(np.float32, (3, 3)), axes=(0, 1)).output_tensor
+      TensorDesc(data_type=<DataType.UINT32: 3>, sizes=(1, 1))
+    """
+    output = _output("ARGMIN", input_tensor, axes, output_data_type)
+    return cls(input_tensor, output, axes=tuple(axes), axis_direction=axis_direction)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +116,8 @@ class ArgMaxDesc:
       input's sizes with 1 on every reduced axis.
     axes: ``Axes`` (``AxisCount`` is ``len(axes)``): one or more distinct axes
       in ``[0, rank - 1]``, in any order.
-    axis_direction: ``AxisDirection``: INCREASING returns the first extreme
-      element, DECREASING the last one.
+    axis_direction: ``AxisDirection``: INCREASING (default) returns the first
+      extreme element, DECREASING the last one.
 
   Raises:
     DescriptorError: from :func:`execute` (constructing a descriptor never
@@ -115,7 +139,30 @@ class ArgMaxDesc:
   input_tensor: TensorDesc
   output_tensor: TensorDesc
   axes: tuple[int, ...]
-  axis_direction: AxisDirection
+  axis_direction: AxisDirection = AxisDirection.INCREASING
+
+  @classmethod
+  def from_inputs(
+    cls,
+    input_tensor: TensorDesc,
+    *,
+    axes: Sequence[int],
+    axis_direction: AxisDirection = AxisDirection.INCREASING,
+    output_data_type: DataType | str = DataType.UINT32,
+  ) -> ArgMaxDesc:
+    """The descriptor with its output tensor inferred from the input and the attributes.
+
+    Raises:
+      DescriptorError: for a malformed input descriptor, bad ``axes`` or an
+        ``output_data_type`` other than INT32, INT64, UINT32 or UINT64.
+
+    Example:
+      >>> import dmljax as dml, numpy as np
+      >>> dml.ArgMaxDesc.from_inputs(dml.TensorDesc(np.float32, (3, 3)), axes=(0, 1)).output_tensor
+      TensorDesc(data_type=<DataType.UINT32: 3>, sizes=(1, 1))
+    """
+    output = _output("ARGMAX", input_tensor, axes, output_data_type)
+    return cls(input_tensor, output, axes=tuple(axes), axis_direction=axis_direction)
 
 
 # Flat indices are int32 up to here (tests lower this to cover the wider path).
@@ -123,24 +170,24 @@ INT32_FLAT_LARGEST_INDEX = int(np.iinfo(np.int32).max)
 
 
 def check_reduced_index(
-  p: Problems, shape: tuple[int, ...], axes: tuple[int, ...], index_dtype: np.dtype | None
+  p: Problems, f: Fields, shape: tuple[int, ...], axes: tuple[int, ...], index_dtype: np.dtype | None
 ) -> bool:
   """The flat index over the reduced axes must fit the index type."""
   if index_dtype is None:
     return True
   count = math.prod(shape[a] for a in axes)
   return dtypes.index_dtype_can_hold(
-    p, "index dtype", index_dtype, count - 1, f"the {count} reduced elements of axes {axes}"
+    p, f["index_dtype"], index_dtype, count - 1, f"the {count} reduced elements of {f['axis']} {axes}"
   )
 
 
 def _check_arg_reduce(
-  p: Problems, shape: tuple[int, ...], axes: Any, index_dtype: np.dtype | None, *, source: str, allow_negative: bool
+  p: Problems, f: Fields, shape: tuple[int, ...], axes: Any, index_dtype: np.dtype | None, *, allow_negative: bool
 ) -> tuple[int, ...] | None:
-  if not axes_lib.rank_in_range(p, source, shape):
+  if not axes_lib.rank_in_range(p, f, "x", shape):
     return None
-  canonical = axes_lib.canonical_axes(p, "axes", axes, len(shape), allow_negative=allow_negative, allow_empty=False)
-  if canonical is None or not check_reduced_index(p, shape, canonical, index_dtype):
+  canonical = axes_lib.canonical_axes(p, f["axis"], axes, len(shape), allow_negative=allow_negative, allow_empty=False)
+  if canonical is None or not check_reduced_index(p, f, shape, canonical, index_dtype):
     return None
   return canonical
 
@@ -218,8 +265,8 @@ def _functional(
   canonical_direction = axes_lib.canonical_direction(p, "direction", direction)
   canonical_index = dtypes.canonical_index_dtype(p, "index_dtype", index_dtype)
   canonical_axes = None
-  if array is not None and dtypes.require_numeric(p, "x", np.dtype(array.dtype)):
-    canonical_axes = _check_arg_reduce(p, array.shape, axes, canonical_index, source="x", allow_negative=True)
+  if array is not None and dtypes.require_real(p, "x", np.dtype(array.dtype), f"{name} orders values"):
+    canonical_axes = _check_arg_reduce(p, FUNCTIONAL, array.shape, axes, canonical_index, allow_negative=True)
   p.raise_if_any()
   assert array is not None and canonical_axes is not None and canonical_index is not None
   return arg_extreme(
@@ -245,12 +292,13 @@ _DOC = r"""The flat index of the {extreme} element over ``axes``, DirectML {op}.
 
   Args:
     x: array of any integer or floating dtype (bfloat16 included), rank 1 to 8.
-    axes: an axis or a sequence of distinct axes (negative count from the end);
-      ``None`` (default) means every axis.
+    axis: an axis or a tuple of distinct axes (negative count from the end),
+      static Python ints; ``None`` (default) means every axis.
     direction: ``"increasing"`` (default, first index on ties) or
       ``"decreasing"`` (last index), or a :class:`AxisDirection`.
-    keepdims: keep the reduced axes with size 1 (default, DirectML's layout).
-    index_dtype: int32, int64, uint32 (default) or uint64.
+    keepdims: keep the reduced axes with size 1 (DirectML's layout); default
+      ``False``, as ``jnp.{func}``.
+    index_dtype: int32 (default, as ``jnp.{func}``), int64, uint32 or uint64.
 
   Returns:
     The indices, of ``index_dtype``.
@@ -264,36 +312,58 @@ _DOC = r"""The flat index of the {extreme} element over ``axes``, DirectML {op}.
     >>> x = jnp.array([[1., 2., 3.], [3., 0., 4.], [2., 5., 2.]])
     >>> dml.{func}(x, (0, 1)).tolist()
     {example}
+    >>> dml.{func}(x, 1).tolist()
+    {rows}
   """
 
 
 def argmin(
   x: ArrayLike,
-  axes: int | Sequence[int] | None = None,
+  axis: int | Sequence[int] | None = None,
   *,
   direction: AxisDirection | str = "increasing",
-  keepdims: bool = True,
-  index_dtype: Any = jnp.uint32,
+  keepdims: bool = False,
+  index_dtype: Any = jnp.int32,
 ) -> jax.Array:
-  return _functional("argmin", False, x, axes, direction, keepdims, index_dtype)
+  return _functional("argmin", False, x, axis, direction, keepdims, index_dtype)
 
 
 def argmax(
   x: ArrayLike,
-  axes: int | Sequence[int] | None = None,
+  axis: int | Sequence[int] | None = None,
   *,
   direction: AxisDirection | str = "increasing",
-  keepdims: bool = True,
-  index_dtype: Any = jnp.uint32,
+  keepdims: bool = False,
+  index_dtype: Any = jnp.int32,
 ) -> jax.Array:
-  return _functional("argmax", True, x, axes, direction, keepdims, index_dtype)
+  return _functional("argmax", True, x, axis, direction, keepdims, index_dtype)
 
 
-argmin.__doc__ = _DOC.format(extreme="smallest", op="ARGMIN", func="argmin", example="[[4]]")
-argmax.__doc__ = _DOC.format(extreme="largest", op="ARGMAX", func="argmax", example="[[7]]")
+argmin.__doc__ = _DOC.format(extreme="smallest", op="ARGMIN", func="argmin", example="4", rows="[0, 1, 0]")
+argmax.__doc__ = _DOC.format(extreme="largest", op="ARGMAX", func="argmax", example="7", rows="[2, 2, 1]")
 
 _FIELDS_IN = ("input_tensor",)
 _FIELDS_OUT = ("output_tensor",)
+_DESCRIPTOR = fields.descriptor(x="input_tensor", axis="axes", index_dtype="output_tensor.data_type")
+
+
+def _output(name: str, input_tensor: Any, axes: Any, output_data_type: Any) -> TensorDesc:
+  """The output descriptor ``from_inputs`` fills in (raising for a bad input or attribute)."""
+  p = Problems(name)
+  sizes = None
+  if tensor_desc.well_formed(p, "input_tensor", input_tensor):
+    canonical = _check_arg_reduce(p, _DESCRIPTOR, input_tensor.sizes, axes, None, allow_negative=False)
+    if canonical is not None:
+      sizes = axes_lib.reduced_shape(input_tensor.sizes, canonical)
+  data_type = enums.parse_enum(p, "output_data_type", output_data_type, DataType)
+  if data_type is not None:
+    names = ", ".join(t.name for t in INDEX_DATA_TYPES)
+    p.require(
+      data_type in INDEX_DATA_TYPES, f"output_data_type must be one of {names}", f"output_data_type={data_type.name}"
+    )
+  p.raise_if_any()
+  assert sizes is not None and data_type is not None
+  return TensorDesc(data_type, sizes)
 
 
 def execute_arg_reduce(desc: ArgMinDesc | ArgMaxDesc, inputs: Sequence[Any], feature_level: Any) -> jax.Array:
@@ -309,11 +379,10 @@ def execute_arg_reduce(desc: ArgMinDesc | ArgMaxDesc, inputs: Sequence[Any], fea
     shape = desc.input_tensor.sizes
     index_type = DataType(desc.output_tensor.data_type)
     index_dtype = dtypes.numpy_dtype(index_type) if index_type in INDEX_DATA_TYPES else None
-    axes = _check_arg_reduce(p, shape, desc.axes, index_dtype, source="input_tensor", allow_negative=False)
+    tensor_desc.output_type_matches(p, "output_tensor", desc.output_tensor, INDEX_DATA_TYPES)
+    axes = _check_arg_reduce(p, _DESCRIPTOR, shape, desc.axes, index_dtype, allow_negative=False)
     if axes is not None:
-      tensor_desc.output_matches(
-        p, "output_tensor", desc.output_tensor, axes_lib.reduced_shape(shape, axes), INDEX_DATA_TYPES
-      )
+      tensor_desc.output_sizes_match(p, "output_tensor", desc.output_tensor, axes_lib.reduced_shape(shape, axes))
   p.raise_if_any()
   assert axes is not None
   (x,) = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)

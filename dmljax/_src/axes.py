@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import enum
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import jax
 import numpy as np
 
+from dmljax._src import enums
 from dmljax._src.errors import Problems
+from dmljax._src.fields import Fields
 
 MAX_RANK = 8
 
@@ -28,7 +31,7 @@ class AxisDirection(enum.IntEnum):
     >>> dml.top_k(x, 2, direction=dml.AxisDirection.INCREASING)[1].tolist()
     [1, 3]
     >>> dml.argmin(x, direction="decreasing").tolist()
-    [3]
+    3
   """
 
   INCREASING = 0
@@ -36,29 +39,18 @@ class AxisDirection(enum.IntEnum):
 
 
 def canonical_direction(p: Problems, field: str, direction: Any) -> AxisDirection | None:
-  """An :class:`AxisDirection`, its value, or its lower-case name (``"increasing"``)."""
-  if isinstance(direction, str):
-    member = AxisDirection.__members__.get(direction.upper())
-    if member is not None:
-      return member
-  elif not isinstance(direction, bool):
-    try:
-      return AxisDirection(direction)
-    except (ValueError, TypeError):
-      pass
-  p.add(
-    f"{field} must be dml.AxisDirection.INCREASING/DECREASING or 'increasing'/'decreasing'", f"{field}={direction!r}"
-  )
-  return None
+  """An :class:`AxisDirection`, its value, or its name (``"increasing"``)."""
+  return enums.parse_enum(p, field, direction, AxisDirection)
 
 
-def rank_in_range(p: Problems, field: str, shape: tuple[int, ...]) -> bool:
+def rank_in_range(p: Problems, f: Fields, role: str, shape: tuple[int, ...]) -> bool:
   """Rank 1 to 8 and no size-0 dimension, as DirectML tensors."""
+  field = f.shape(role)
   ok = p.require(
-    1 <= len(shape) <= MAX_RANK, f"{field} must have rank 1 to {MAX_RANK}", f"shape {shape} (rank {len(shape)})"
+    1 <= len(shape) <= MAX_RANK, f"{f[role]} must have rank 1 to {MAX_RANK}", f"{field}={shape} (rank {len(shape)})"
   )
   ok &= p.require(
-    all(s >= 1 for s in shape), f"{field} must have no size-0 dimension (DirectML has none)", f"shape {shape}"
+    all(s >= 1 for s in shape), f"{f[role]} must have no size-0 dimension (DirectML has none)", f"{field}={shape}"
   )
   return ok
 
@@ -69,7 +61,7 @@ def is_int(value: Any) -> bool:
 
 
 def _as_int(value: Any) -> int | None:
-  if isinstance(value, bool):
+  if isinstance(value, (bool, jax.core.Tracer)):
     return None
   try:
     return operator.index(value)
@@ -77,18 +69,45 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
+def _traced(value: Any) -> bool:
+  if isinstance(value, (tuple, list)):
+    return any(_traced(v) for v in value)
+  return isinstance(value, jax.core.Tracer)
+
+
+def _static_hint(p: Problems, field: str, value: Any) -> bool:
+  """Records why a traced or non-integer ``field`` cannot be used; returns whether it did."""
+  if _traced(value):
+    p.add(
+      f"{field} must be a static Python int, because it sets the output's shape; under jax.jit, pass it as a "
+      f"static argument (jax.jit(f, static_argnames='{field}') or static_argnums)",
+      f"{field}=traced {jax.typeof(value)}" if isinstance(value, jax.core.Tracer) else f"{field}={value!r}",
+    )
+    return True
+  values = value if isinstance(value, (tuple, list)) else (value,)
+  if any(isinstance(v, (float, np.floating)) for v in values):
+    p.add(f"{field} must be a Python int (not a float), because it sets the output's shape", f"{field}={value!r}")
+    return True
+  return False
+
+
+def static_int(p: Problems, field: str, value: Any, statement: str, in_range: Callable[[int], bool]) -> int | None:
+  """``value`` as an int satisfying ``in_range``; else the problem (``statement`` or a static-int hint)."""
+  if _static_hint(p, field, value):
+    return None
+  number = _as_int(value)
+  if not p.require(number is not None and in_range(number), statement, f"{field}={value!r}"):
+    return None
+  return number
+
+
 def canonical_axis(p: Problems, field: str, axis: Any, rank: int, *, allow_negative: bool) -> int | None:
   """A single axis in ``[0, rank)``, or ``[-rank, rank)`` where negative axes are allowed."""
-  value = _as_int(axis)
   lo = -rank if allow_negative else 0
-  if not p.require(
-    value is not None and lo <= value < rank,
-    f"{field} must be an integer in [{lo}, {rank - 1}] for rank {rank}",
-    f"{field}={axis!r}",
-  ):
-    return None
-  assert value is not None
-  return value % rank
+  value = static_int(
+    p, field, axis, f"{field} must be an integer in [{lo}, {rank - 1}] for rank {rank}", lambda v: lo <= v < rank
+  )
+  return None if value is None else value % rank
 
 
 def canonical_axes(
@@ -97,6 +116,8 @@ def canonical_axes(
   """Distinct axes in range, returned ascending. ``None`` means every axis."""
   if axes is None:
     return tuple(range(rank))
+  if _static_hint(p, field, axes):
+    return None
   if _as_int(axes) is not None:
     axes = (axes,)
   if not p.require(

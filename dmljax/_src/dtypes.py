@@ -75,7 +75,9 @@ def x64_enabled() -> bool:
 
 
 def is_64bit(dtype: Any) -> bool:
-  return np.dtype(dtype).itemsize == 8
+  """Whether a type needs ``jax_enable_x64``: 64-bit numbers, and complex128 (two float64s), not complex64."""
+  dtype = np.dtype(dtype)
+  return dtype.itemsize == (16 if dtype.kind == "c" else 8)
 
 
 def is_float(dtype: Any) -> bool:
@@ -124,10 +126,16 @@ def as_array(p: Problems, field: str, x: Any) -> jax.Array | None:
   """
   declared = getattr(x, "dtype", None)
   if declared is not None:
+    if jnp.issubdtype(declared, jax.dtypes.extended):
+      p.add(
+        f"{field} must be an array of numbers (a PRNG key array holds keys: pass jax.random.key_data({field}))",
+        f"{field}.dtype={declared}",
+      )
+      return None
     if not p.require(
       np.dtype(declared).kind in "biufc" or is_float(declared) or is_integer(declared),
       f"{field} must be an array of numbers",
-      f"{field} dtype={dtype_name(declared)}",
+      f"{field}.dtype={dtype_name(declared)}",
     ):
       return None
     if not require_x64_for(p, field, declared):
@@ -139,15 +147,18 @@ def as_array(p: Problems, field: str, x: Any) -> jax.Array | None:
     return None
 
 
-def require_numeric(p: Problems, field: str, dtype: np.dtype, *, floats_only: bool = False) -> bool:
-  """Integer or floating dtypes (bool and complex have no DirectML meaning here)."""
-  if floats_only:
-    return p.require(is_float(dtype), f"{field} must have a floating dtype", f"{field} dtype={dtype.name}")
+def require_real(p: Problems, field: str, dtype: np.dtype, why: str) -> bool:
+  """An integer or floating dtype (bfloat16 included); bool and complex are not supported, for the reason ``why``."""
   return p.require(
     is_float(dtype) or is_integer(dtype),
-    f"{field} must have an integer or floating dtype",
-    f"{field} dtype={dtype.name}",
+    f"{field} must have an integer or floating dtype ({why}); {dtype.name} is not supported",
+    f"{field}.dtype={dtype.name}",
   )
+
+
+def require_integer(p: Problems, field: str, dtype: np.dtype) -> bool:
+  """Indices: any signed or unsigned integer dtype."""
+  return p.require(is_integer(dtype), f"{field} must have an integer dtype", f"{field}.dtype={dtype.name}")
 
 
 def index_dtype_can_hold(p: Problems, field: str, index_dtype: np.dtype, largest: int, what: str) -> bool:

@@ -16,6 +16,7 @@ import dataclasses
 import enum
 from typing import Any
 
+from dmljax._src import enums
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
 
@@ -220,19 +221,8 @@ def canonical_feature_level(p: Problems, level: Any) -> FeatureLevel | None:
   """Accepts a :class:`FeatureLevel`, its value, or a string such as ``"3_0"`` or ``"FL_3_0"``."""
   if level is None:
     return NEWEST
-  if isinstance(level, str):
-    key = level.upper().removeprefix("DML_FEATURE_LEVEL_").removeprefix("FL_").replace(".", "_")
-    member = FeatureLevel.__members__.get(f"FL_{key}")
-    if member is not None:
-      return member
-  else:
-    try:
-      return FeatureLevel(level)
-    except ValueError:
-      pass
-  names = ", ".join(m.name.removeprefix("FL_") for m in FeatureLevel)
-  p.add(f"feature_level must be a dml.FeatureLevel or one of {names}", f"feature_level={level!r}")
-  return None
+  names = {m.name.removeprefix("FL_"): m for m in FeatureLevel}
+  return enums.parse_enum(p, "feature_level", level, FeatureLevel, names=names, prefixes=("dmlfeaturelevel", "fl"))
 
 
 def support_row(p: Problems, table: str, level: FeatureLevel) -> Row | None:

@@ -41,10 +41,11 @@ from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
 from jax.typing import ArrayLike
 
-from dmljax._src import autodiff, descriptor_path, dtypes, index_math, shardings, tensor_desc
+from dmljax._src import autodiff, descriptor_path, dtypes, fields, index_math, shardings, tensor_desc
 from dmljax._src import axes as axes_lib
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
+from dmljax._src.fields import FUNCTIONAL, Fields
 from dmljax._src.tensor_desc import TensorDesc
 
 
@@ -94,6 +95,36 @@ class GatherNDDesc:
   output_tensor: TensorDesc
   input_dimension_count: int
   indices_dimension_count: int
+
+  @classmethod
+  def from_inputs(
+    cls,
+    input_tensor: TensorDesc,
+    indices_tensor: TensorDesc,
+    *,
+    input_dimension_count: int | None = None,
+    indices_dimension_count: int | None = None,
+  ) -> GatherNDDesc:
+    """The descriptor with its output tensor inferred; the dimension counts default to the ranks.
+
+    Raises:
+      DescriptorError: for malformed or unequal-rank input descriptors or bad
+        dimension counts.
+
+    Example:
+      >>> import dmljax as dml, numpy as np
+      >>> desc = dml.GatherNDDesc.from_inputs(dml.TensorDesc(np.float32, (2, 2)), dml.TensorDesc(np.uint32, (2, 1)))
+      >>> desc.output_tensor
+      TensorDesc(data_type=<DataType.FLOAT32: 1>, sizes=(2, 2))
+    """
+    output = _output("GATHER_ND", input_tensor, indices_tensor, input_dimension_count, indices_dimension_count, 0)
+    return cls(
+      input_tensor,
+      indices_tensor,
+      output,
+      input_dimension_count=input_tensor.rank if input_dimension_count is None else input_dimension_count,
+      indices_dimension_count=indices_tensor.rank if indices_dimension_count is None else indices_dimension_count,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,47 +178,71 @@ class GatherND1Desc:
   indices_dimension_count: int
   batch_dimension_count: int
 
+  @classmethod
+  def from_inputs(
+    cls,
+    input_tensor: TensorDesc,
+    indices_tensor: TensorDesc,
+    *,
+    batch_dimension_count: int = 0,
+    input_dimension_count: int | None = None,
+    indices_dimension_count: int | None = None,
+  ) -> GatherND1Desc:
+    """The descriptor with its output tensor inferred; the dimension counts default to the ranks.
 
-@dataclasses.dataclass(frozen=True)
-class _Names:
-  x: str
-  indices: str
-  batch_dims: str
-  shape: str
+    Raises:
+      DescriptorError: for malformed or unequal-rank input descriptors, bad
+        dimension counts or unequal batch sizes.
+
+    Example:
+      >>> import dmljax as dml, numpy as np
+      >>> desc = dml.GatherND1Desc.from_inputs(dml.TensorDesc(np.float32, (2, 3)), dml.TensorDesc(np.uint32, (2, 1)),
+      ...                                      batch_dimension_count=1)
+      >>> desc.output_tensor
+      TensorDesc(data_type=<DataType.FLOAT32: 1>, sizes=(1, 2))
+    """
+    output = _output(
+      "GATHER_ND1", input_tensor, indices_tensor, input_dimension_count, indices_dimension_count, batch_dimension_count
+    )
+    return cls(
+      input_tensor,
+      indices_tensor,
+      output,
+      input_dimension_count=input_tensor.rank if input_dimension_count is None else input_dimension_count,
+      indices_dimension_count=indices_tensor.rank if indices_dimension_count is None else indices_dimension_count,
+      batch_dimension_count=batch_dimension_count,
+    )
 
 
-_FUNCTIONAL_NAMES = _Names("x", "indices", "batch_dims", "shape")
-_DESCRIPTOR_NAMES = _Names("input_tensor", "indices_tensor", "batch_dimension_count", "sizes")
+_DESCRIPTOR = fields.descriptor(x="input_tensor", indices="indices_tensor", batch_dims="batch_dimension_count")
 
 
 def _check_gather_nd(
-  p: Problems, x_shape: tuple[int, ...], indices_shape: tuple[int, ...], batch_dims: Any, names: _Names
+  p: Problems, f: Fields, x_shape: tuple[int, ...], indices_shape: tuple[int, ...], batch_dims: Any
 ) -> tuple[int, ...] | None:
   """Shared rules on the meaningful shapes; returns the output shape."""
-  if not (axes_lib.rank_in_range(p, names.x, x_shape) & axes_lib.rank_in_range(p, names.indices, indices_shape)):
+  if not (axes_lib.rank_in_range(p, f, "x", x_shape) & axes_lib.rank_in_range(p, f, "indices", indices_shape)):
     return None
   q = indices_shape[-1]
-  if not p.require(
-    axes_lib.is_int(batch_dims) and 0 <= batch_dims < len(indices_shape),
-    f"{names.batch_dims} must be an integer in [0, {len(indices_shape) - 1}] (below the rank of {names.indices})",
-    f"{names.batch_dims}={batch_dims!r}",
-  ):
+  batch_field = f["batch_dims"]
+  statement = f"{batch_field} must be an integer in [0, {len(indices_shape) - 1}] (below the rank of {f['indices']})"
+  if axes_lib.static_int(p, batch_field, batch_dims, statement, lambda b: 0 <= b < len(indices_shape)) is None:
     return None
   ok = p.require(
     1 <= q <= len(x_shape) - batch_dims,
-    f"{names.indices}.{names.shape}[-1] (the index tuple length) must be in "
-    f"[1, {len(x_shape) - batch_dims}] (rank of {names.x} minus {names.batch_dims})",
-    f"{names.indices}.{names.shape}={indices_shape}",
+    f"{f.shape('indices')}[-1] (the index tuple length) must be in "
+    f"[1, {len(x_shape) - batch_dims}] (rank of {f['x']} minus {batch_field})",
+    f"{f.shape('indices')}={indices_shape}",
   )
   ok &= p.require(
     x_shape[:batch_dims] == indices_shape[:batch_dims],
-    f"the {batch_dims} batch dimensions of {names.x} and {names.indices} must have equal sizes",
-    f"{names.x}.{names.shape}={x_shape}, {names.indices}.{names.shape}={indices_shape}",
+    f"the {batch_dims} batch dimensions of {f['x']} and {f['indices']} must have equal sizes",
+    f"{f.shape('x')}={x_shape}, {f.shape('indices')}={indices_shape}",
   )
   if not ok:
     return None
   for d in range(batch_dims, batch_dims + q):
-    ok &= dtypes.positions_fit(p, f"{names.x}.{names.shape}[{d - len(x_shape)}]", x_shape[d])
+    ok &= dtypes.positions_fit(p, f"{f.shape('x')}[{d - len(x_shape)}]", x_shape[d])
   return indices_shape[:-1] + x_shape[batch_dims + q :] if ok else None
 
 
@@ -354,15 +409,9 @@ def gather_nd(x: ArrayLike, indices: ArrayLike, *, batch_dims: int = 0, determin
   array = dtypes.as_array(p, "x", x)
   index_array = dtypes.as_array(p, "indices", indices)
   if (
-    array is not None
-    and index_array is not None
-    and p.require(
-      dtypes.is_integer(index_array.dtype),
-      "indices must have an integer dtype",
-      f"indices dtype={np.dtype(index_array.dtype).name}",
-    )
+    array is not None and index_array is not None and dtypes.require_integer(p, "indices", np.dtype(index_array.dtype))
   ):
-    out_shape = _check_gather_nd(p, array.shape, index_array.shape, batch_dims, _FUNCTIONAL_NAMES)
+    out_shape = _check_gather_nd(p, FUNCTIONAL, array.shape, index_array.shape, batch_dims)
     if deterministic and out_shape is not None:
       keyed = array.shape[: batch_dims + index_array.shape[-1]]
       dtypes.positions_fit(p, f"the row count of x.shape{keyed} (deterministic=True)", math.prod(keyed))
@@ -394,6 +443,49 @@ def _meaningful(
   return sizes[len(sizes) - count :]
 
 
+def _output_sizes(
+  p: Problems,
+  input_tensor: TensorDesc,
+  indices_tensor: TensorDesc,
+  input_count: Any,
+  indices_count: Any,
+  batch_dims: Any,
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
+  """The meaningful input and indices sizes and the output's sizes at the common rank, or ``None``."""
+  rank = input_tensor.rank
+  x_shape = _meaningful(p, "input_tensor", "input_dimension_count", input_tensor.sizes, input_count)
+  indices_shape = _meaningful(p, "indices_tensor", "indices_dimension_count", indices_tensor.sizes, indices_count)
+  if x_shape is None or indices_shape is None:
+    return None
+  meaningful_out = _check_gather_nd(p, _DESCRIPTOR, x_shape, indices_shape, batch_dims)
+  if meaningful_out is None or not p.require(
+    len(meaningful_out) <= rank,
+    f"the output's meaningful dimensions (indices_dimension_count - 1 + input_dimension_count - "
+    f"batch_dimension_count - tuple length) must fit the rank {rank}",
+    f"input_dimension_count={input_count}, indices_dimension_count={indices_count}, "
+    f"batch_dimension_count={batch_dims} (output dimensions {meaningful_out})",
+  ):
+    return None
+  return x_shape, indices_shape, (1,) * (rank - len(meaningful_out)) + meaningful_out
+
+
+def _output(
+  name: str, input_tensor: Any, indices_tensor: Any, input_count: Any, indices_count: Any, batch_dims: Any
+) -> TensorDesc:
+  """The output descriptor ``from_inputs`` fills in (raising for bad inputs or attributes)."""
+  p = Problems(name)
+  ok = tensor_desc.well_formed(p, "input_tensor", input_tensor)
+  ok &= tensor_desc.well_formed(p, "indices_tensor", indices_tensor)
+  found = None
+  if ok and tensor_desc.same_rank(p, {"input_tensor": input_tensor, "indices_tensor": indices_tensor}):
+    input_count = input_tensor.rank if input_count is None else input_count
+    indices_count = indices_tensor.rank if indices_count is None else indices_count
+    found = _output_sizes(p, input_tensor, indices_tensor, input_count, indices_count, batch_dims)
+  p.raise_if_any()
+  assert found is not None
+  return TensorDesc(input_tensor.data_type, found[2])
+
+
 def execute_gather_nd(desc: GatherNDDesc | GatherND1Desc, inputs: Sequence[Any], feature_level: Any) -> jax.Array:
   """The descriptor path of GATHER_ND and GATHER_ND1 (see :func:`dmljax.execute`)."""
   name = "GATHER_ND1" if isinstance(desc, GatherND1Desc) else "GATHER_ND"
@@ -402,30 +494,17 @@ def execute_gather_nd(desc: GatherNDDesc | GatherND1Desc, inputs: Sequence[Any],
   tensors_ok = descriptor_path.check_descriptor(
     p, desc, inputs, input_fields=_FIELDS_IN, output_fields=_FIELDS_OUT, table=name, feature_level=feature_level
   )
-  meaningful_out = x_shape = indices_shape = None
+  found = None
   if tensors_ok:
-    rank = desc.input_tensor.rank
-    x_shape = _meaningful(
-      p, "input_tensor", "input_dimension_count", desc.input_tensor.sizes, desc.input_dimension_count
+    tensor_desc.output_type_matches(p, "output_tensor", desc.output_tensor, [DataType(desc.input_tensor.data_type)])
+    found = _output_sizes(
+      p, desc.input_tensor, desc.indices_tensor, desc.input_dimension_count, desc.indices_dimension_count, batch_dims
     )
-    indices_shape = _meaningful(
-      p, "indices_tensor", "indices_dimension_count", desc.indices_tensor.sizes, desc.indices_dimension_count
-    )
-    if x_shape is not None and indices_shape is not None:
-      meaningful_out = _check_gather_nd(p, x_shape, indices_shape, batch_dims, _DESCRIPTOR_NAMES)
-    if meaningful_out is not None:
-      if p.require(
-        len(meaningful_out) <= rank,
-        f"the output's meaningful dimensions (indices_dimension_count - 1 + input_dimension_count - "
-        f"{_DESCRIPTOR_NAMES.batch_dims} - tuple length) must fit the rank {rank}",
-        f"{len(meaningful_out)} dimensions {meaningful_out}",
-      ):
-        sizes = (1,) * (rank - len(meaningful_out)) + meaningful_out
-        tensor_desc.output_matches(
-          p, "output_tensor", desc.output_tensor, sizes, [DataType(desc.input_tensor.data_type)]
-        )
+    if found is not None:
+      tensor_desc.output_sizes_match(p, "output_tensor", desc.output_tensor, found[2])
   p.raise_if_any()
-  assert x_shape is not None and indices_shape is not None
+  assert found is not None
+  x_shape, indices_shape, _ = found
   x, indices = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)
   out = _gather_nd(x.reshape(x_shape), indices.reshape(indices_shape), batch_dims=int(batch_dims))
   return out.reshape(desc.output_tensor.sizes)

@@ -77,43 +77,36 @@ class OneHotDesc:
   output_tensor: TensorDesc
   axis: int
 
+  @classmethod
+  def from_inputs(cls, indices_tensor: TensorDesc, values_tensor: TensorDesc, *, depth: int, axis: int) -> OneHotDesc:
+    """The descriptor with its output tensor inferred: the indices' sizes with ``depth`` on ``axis``.
 
-def _check_one_hot(
-  p: Problems,
-  indices_shape: tuple[int, ...],
-  values_shape: tuple[int, ...],
-  depth: Any,
-  axis: Any,
-  *,
-  indices: str,
-  values: str,
-  allow_negative_axis: bool,
-) -> int | None:
-  """Shared rules; returns the canonical axis."""
-  if not axes_lib.rank_in_range(p, indices, indices_shape):
+    Raises:
+      DescriptorError: for malformed input descriptors, fewer than two values,
+        ``axis`` out of range or where the indices' size is not 1, or
+        ``depth < 1``.
+
+    Example:
+      >>> import dmljax as dml, numpy as np
+      >>> desc = dml.OneHotDesc.from_inputs(dml.TensorDesc(np.int32, (2, 1)), dml.TensorDesc(np.float32, (1, 2)),
+      ...                                   depth=3, axis=1)
+      >>> desc.output_tensor
+      TensorDesc(data_type=<DataType.FLOAT32: 1>, sizes=(2, 3))
+    """
+    return cls(indices_tensor, values_tensor, _output(indices_tensor, values_tensor, depth, axis), axis=axis)
+
+
+def _check_depth(p: Problems, field: str, depth: Any) -> int | None:
+  """The sequence length: a static int >= 1 that positions can count to."""
+  value = axes_lib.static_int(p, field, depth, f"{field} must be an integer >= 1", lambda d: d >= 1)
+  if value is None or not dtypes.positions_fit(p, field, value):
     return None
-  ok = p.require(
-    math.prod(values_shape) >= 2,
-    f"{values} must have at least 2 elements (OffValue, OnValue)",
-    f"{values} shape {values_shape}",
-  )
-  ok &= p.require(
-    axes_lib.is_int(depth) and depth >= 1,
-    "depth must be an integer >= 1",
-    f"depth={depth!r}",
-  ) and dtypes.positions_fit(p, "depth", int(depth))
-  canonical = axes_lib.canonical_axis(p, "axis", axis, len(indices_shape), allow_negative=allow_negative_axis)
-  if canonical is not None:
-    ok &= p.require(
-      indices_shape[canonical] == 1,
-      f"{indices} must have size 1 on axis {canonical}",
-      f"{indices} shape {indices_shape}",
-    )
-  return canonical if ok else None
+  return value
 
 
 @functools.partial(jax.jit, static_argnames=("depth", "axis"))
 def _one_hot(indices: jax.Array, values: jax.Array, *, depth: int, axis: int) -> jax.Array:
+  """DirectML's layout: ``indices`` has size 1 on ``axis``; ``values.reshape(-1)[:2]`` is (off, on)."""
   valid, position = index_math.wrap_or_invalid(indices, depth)
   out_shape = (*indices.shape[:axis], depth, *indices.shape[axis + 1 :])
   hot = valid & (lax.broadcasted_iota(position.dtype, out_shape, axis) == position)
@@ -125,63 +118,135 @@ def _select(values: jax.Array, hot: jax.Array) -> jax.Array:
   return jnp.where(hot, flat[1], flat[0])
 
 
-def one_hot(indices: ArrayLike, values: ArrayLike, depth: int, *, axis: int = -1) -> jax.Array:
-  r"""One-hot sequences of length ``depth`` along ``axis``, DirectML ONE_HOT.
+def _on_off_values(p: Problems, on_value: Any, off_value: Any, dtype: Any) -> jax.Array | None:
+  """``[off_value, on_value]`` of the output dtype: ``dtype``, else the arrays' type, else JAX's default float."""
+  given = {"on_value": on_value, "off_value": off_value}
+  if dtype is not None:
+    try:
+      dtype = np.dtype(dtype)
+    except TypeError:
+      p.add("dtype must be a NumPy/JAX dtype", f"dtype={dtype!r}")
+      return None
+    if not (dtypes.require_x64_for(p, "dtype", dtype)):
+      return None
+  arrays = {}
+  for field, value in given.items():
+    array = dtypes.as_array(p, field, value)
+    if array is not None and p.require(array.ndim == 0, f"{field} must be a scalar", f"{field}.shape={array.shape}"):
+      arrays[field] = array
+  if len(arrays) < 2:
+    return None
+  if dtype is None:
+    typed = [a for f, a in arrays.items() if hasattr(given[f], "dtype")]
+    dtype = jax.dtypes.canonicalize_dtype(float) if not typed else jnp.result_type(*typed)
+  return jnp.stack([arrays["off_value"].astype(dtype), arrays["on_value"].astype(dtype)])
 
-  With :math:`v` = ``values.reshape(-1)`` and :math:`D` = ``depth``:
+
+def one_hot(
+  indices: ArrayLike,
+  depth: int,
+  *,
+  axis: int = -1,
+  on_value: ArrayLike = 1,
+  off_value: ArrayLike = 0,
+  dtype: Any = None,
+) -> jax.Array:
+  r"""One-hot sequences of length ``depth``, inserted at ``axis``, DirectML ONE_HOT in ``jax.nn.one_hot``'s layout.
+
+  The output has ``indices``' shape with a new axis of size :math:`D` =
+  ``depth`` inserted at ``axis`` (as ``jax.nn.one_hot`` and ``tf.one_hot``):
 
   .. math::
-     \mathrm{out}[\ldots, j, \ldots] = \begin{cases} v_1 & j = \mathrm{indices}[\ldots, 0, \ldots] \bmod D
-     \text{ and } -D \le \mathrm{indices} < D \\ v_0 & \text{otherwise} \end{cases}
+     \mathrm{out}[\ldots, j, \ldots] = \begin{cases} \mathrm{on} & -D \le \mathrm{indices}[\ldots] < D
+     \text{ and } j = \mathrm{indices}[\ldots] \bmod D \\ \mathrm{off} & \text{otherwise} \end{cases}
+
+  DirectML's index policy: an index in ``[0, D)`` sets that position, one in
+  ``[-D, -1]`` counts from the end once, and any other index (``>= D``,
+  ``< -D``, a huge unsigned value) leaves its whole sequence at ``off_value``
+  (``jax.nn.one_hot`` gives all-off rows for negative indices too). The output
+  is differentiable with respect to ``on_value`` and ``off_value``.
 
   Args:
-    indices: integer array (any signed or unsigned width), rank 1 to 8, with
-      size 1 on ``axis`` (DirectML's layout, not jax.nn.one_hot's).
-    values: array of at least two elements: ``values.flat[0]`` is OffValue,
-      ``values.flat[1]`` OnValue; any shape.
-    depth: the length D of every sequence.
-    axis: the axis that holds the sequences; negative counts from the end.
+    indices: integer array (any signed or unsigned width), rank 0 to 7.
+    depth: the length D of every sequence, a static Python int ``>= 1``.
+    axis: where the new axis goes, in ``[-(indices.ndim + 1), indices.ndim]``;
+      default last.
+    on_value: the value at the hot position (a scalar; default 1).
+    off_value: the value everywhere else (a scalar; default 0).
+    dtype: the output dtype; default: the type of ``on_value``/``off_value``
+      where either is an array, else JAX's default float (float32).
 
   Returns:
-    ``indices.shape`` with ``depth`` on ``axis``, of ``values``' dtype.
+    ``indices.shape`` with ``depth`` inserted at ``axis``, of ``dtype``.
 
   Raises:
-    DescriptorError: at trace time, for bad ranks, a non-integer ``indices``,
-      ``axis`` out of range, a size other than 1 on ``axis``, fewer than two
-      values or ``depth < 1``.
+    DescriptorError: at trace time, for a non-integer ``indices``, a rank above
+      7, a size-0 dimension, ``axis`` out of range, ``depth < 1`` or non-scalar
+      on/off values.
 
   Example:
     >>> import dmljax as dml, jax.numpy as jnp
-    >>> dml.one_hot(jnp.array([[0], [3], [-1], [9]]), jnp.array([0., 1.]), 3).tolist()
+    >>> dml.one_hot(jnp.array([0, 3, -1, 9]), 3).tolist()
     [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
+    >>> dml.one_hot(jnp.array([1, 0]), 2, axis=0, on_value=jnp.int8(5), off_value=jnp.int8(-1)).tolist()
+    [[-1, 5], [5, -1]]
   """
   p = Problems("one_hot")
   index_array = dtypes.as_array(p, "indices", indices)
-  value_array = dtypes.as_array(p, "values", values)
+  values = _on_off_values(p, on_value, off_value, dtype)
+  length = _check_depth(p, "depth", depth)
   canonical_axis = None
-  if index_array is not None and value_array is not None:
-    if p.require(
-      dtypes.is_integer(index_array.dtype),
-      "indices must have an integer dtype",
-      f"indices dtype={np.dtype(index_array.dtype).name}",
-    ):
-      canonical_axis = _check_one_hot(
-        p,
-        index_array.shape,
-        value_array.shape,
-        depth,
-        axis,
-        indices="indices",
-        values="values",
-        allow_negative_axis=True,
-      )
+  if index_array is not None and dtypes.require_integer(p, "indices", np.dtype(index_array.dtype)):
+    rank = index_array.ndim
+    ok = p.require(
+      rank < axes_lib.MAX_RANK,
+      f"indices must have rank 0 to {axes_lib.MAX_RANK - 1} (the output adds one axis)",
+      f"indices.shape={index_array.shape} (rank {rank})",
+    )
+    ok &= p.require(
+      all(s >= 1 for s in index_array.shape),
+      "indices must have no size-0 dimension (DirectML has none)",
+      f"indices.shape={index_array.shape}",
+    )
+    canonical_axis = axes_lib.canonical_axis(p, "axis", axis, rank + 1, allow_negative=True) if ok else None
   p.raise_if_any()
-  assert index_array is not None and value_array is not None and canonical_axis is not None
-  return _one_hot(index_array, value_array, depth=int(depth), axis=canonical_axis)
+  assert index_array is not None and values is not None and canonical_axis is not None and length is not None
+  expanded = jnp.expand_dims(index_array, canonical_axis)
+  return _one_hot(expanded, values, depth=length, axis=canonical_axis)
 
 
 _FIELDS_IN = ("indices_tensor", "values_tensor")
 _FIELDS_OUT = ("output_tensor",)
+
+
+def _check_layout(p: Problems, indices: TensorDesc, values: TensorDesc, axis: Any) -> int | None:
+  """Descriptor-path rules: two values at least; ``axis`` in range, where the indices have size 1."""
+  p.require(
+    math.prod(values.sizes) >= 2,
+    "values_tensor must have at least 2 elements (OffValue, OnValue)",
+    f"values_tensor.sizes={values.sizes}",
+  )
+  canonical = axes_lib.canonical_axis(p, "axis", axis, indices.rank, allow_negative=False)
+  if canonical is None or not p.require(
+    indices.sizes[canonical] == 1,
+    f"indices_tensor must have size 1 on axis {canonical}",
+    f"indices_tensor.sizes={indices.sizes}",
+  ):
+    return None
+  return canonical
+
+
+def _output(indices_tensor: Any, values_tensor: Any, depth: Any, axis: Any) -> TensorDesc:
+  """The output descriptor ``from_inputs`` fills in (raising for a bad input or attribute)."""
+  p = Problems("ONE_HOT")
+  ok = tensor_desc.well_formed(p, "indices_tensor", indices_tensor)
+  ok &= tensor_desc.well_formed(p, "values_tensor", values_tensor)
+  length = _check_depth(p, "depth", depth)
+  canonical = _check_layout(p, indices_tensor, values_tensor, axis) if ok else None
+  p.raise_if_any()
+  assert canonical is not None and length is not None
+  sizes = (*indices_tensor.sizes[:canonical], length, *indices_tensor.sizes[canonical + 1 :])
+  return TensorDesc(values_tensor.data_type, sizes)
 
 
 def execute_one_hot(desc: OneHotDesc, inputs: Sequence[Any], feature_level: Any) -> jax.Array:
@@ -193,23 +258,15 @@ def execute_one_hot(desc: OneHotDesc, inputs: Sequence[Any], feature_level: Any)
   axis = None
   if tensors_ok:
     out = desc.output_tensor
-    axis = axes_lib.canonical_axis(p, "axis", desc.axis, desc.indices_tensor.rank, allow_negative=False)
-    if out.rank != desc.indices_tensor.rank:
-      axis = None
-    if axis is not None:
-      axis = _check_one_hot(
-        p,
-        desc.indices_tensor.sizes,
-        desc.values_tensor.sizes,
-        out.sizes[axis],
-        axis,
-        indices="indices_tensor.sizes",
-        values="values_tensor",
-        allow_negative_axis=False,
-      )
-    if axis is not None:
+    value_type = DataType(desc.values_tensor.data_type)
+    tensor_desc.output_type_matches(p, "output_tensor", out, [value_type])
+    axis = _check_layout(p, desc.indices_tensor, desc.values_tensor, desc.axis)
+    if axis is not None and out.rank == desc.indices_tensor.rank:
+      depth = _check_depth(p, "output_tensor.sizes[axis]", out.sizes[axis])
       sizes = (*desc.indices_tensor.sizes[:axis], out.sizes[axis], *desc.indices_tensor.sizes[axis + 1 :])
-      tensor_desc.output_matches(p, "output_tensor", out, sizes, [DataType(desc.values_tensor.data_type)])
+      tensor_desc.output_sizes_match(p, "output_tensor", out, sizes)
+      if depth is None:
+        axis = None
   p.raise_if_any()
   assert axis is not None
   indices, values = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)

@@ -56,10 +56,11 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-from dmljax._src import arg_reduce, descriptor_path, dtypes, tensor_desc
+from dmljax._src import arg_reduce, descriptor_path, dtypes, enums, fields, tensor_desc
 from dmljax._src import axes as axes_lib
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
+from dmljax._src.fields import FUNCTIONAL, Fields
 from dmljax._src.tensor_desc import TensorDesc
 
 
@@ -67,13 +68,14 @@ class ReduceFunction(enum.IntEnum):
   """``DML_REDUCE_FUNCTION``, with the numeric values of ``directml.h``.
 
   The reduction :func:`reduce` and :class:`ReduceDesc` apply (formulas in
-  :func:`reduce`). :func:`reduce` also takes the lower-case names.
+  :func:`reduce`). :func:`reduce` also takes its names and those jnp, ONNX
+  and WebNN use (``"mean"``, ``"prod"``, ``"logsumexp"``, ...).
 
   Example:
     >>> import dmljax as dml, jax.numpy as jnp
     >>> x = jnp.array([1., 2., 3.])
     >>> dml.reduce(x, dml.ReduceFunction.SUM_SQUARE).tolist(), dml.reduce(x, "l1").tolist()
-    ([14.0], [6.0])
+    (14.0, 6.0)
   """
 
   ARGMAX = 0
@@ -151,42 +153,74 @@ class ReduceDesc:
   output_tensor: TensorDesc
   axes: tuple[int, ...]
 
+  @classmethod
+  def from_inputs(
+    cls,
+    function: ReduceFunction | str,
+    input_tensor: TensorDesc,
+    *,
+    axes: Sequence[int],
+    output_data_type: DataType | str | None = None,
+  ) -> ReduceDesc:
+    """The descriptor with its output tensor inferred from the input and the attributes.
+
+    The output has the input's sizes with 1 on every reduced axis, and the
+    input's data type (ARGMAX/ARGMIN: ``output_data_type``, default UINT32).
+
+    Raises:
+      DescriptorError: for a malformed input descriptor, an unknown
+        ``function``, bad ``axes`` or an ``output_data_type`` the function
+        cannot produce.
+
+    Example:
+      >>> import dmljax as dml, numpy as np
+      >>> desc = dml.ReduceDesc.from_inputs("sum", dml.TensorDesc(np.float32, (2, 3)), axes=(1,))
+      >>> dml.execute(desc, np.array([[1., 2., 3.], [3., 0., 4.]], np.float32)).tolist()
+      [[6.0], [7.0]]
+    """
+    canonical, output = _output(function, input_tensor, axes, output_data_type)
+    return cls(canonical, input_tensor, output, axes=tuple(axes))
+
+
+F = ReduceFunction
+# DirectML's names, then jnp's, ONNX's (ReduceProd, ReduceSumSquare, ...) and WebNN's (reduceProduct, ...): case,
+# underscores and a "reduce" prefix are ignored, so "ReduceLogSumExp", "logsumexp" and "log_sum_exp" all match.
+FUNCTION_NAMES: dict[str, ReduceFunction] = {
+  **{f.name.lower(): f for f in ReduceFunction},
+  "mean": F.AVERAGE,
+  "prod": F.MULTIPLY,
+  "product": F.MULTIPLY,
+  "amax": F.MAX,
+  "amin": F.MIN,
+  "sum_of_squares": F.SUM_SQUARE,
+}
+
 
 def canonical_function(p: Problems, field: str, function: Any) -> ReduceFunction | None:
-  """A :class:`ReduceFunction`, its value, or its lower-case name (``"log_sum_exp"``)."""
-  if isinstance(function, str):
-    member = ReduceFunction.__members__.get(function.upper())
-    if member is not None:
-      return member
-  elif not isinstance(function, bool):
-    try:
-      return ReduceFunction(function)
-    except (ValueError, TypeError):
-      pass
-  p.add(f"{field} must be a dml.ReduceFunction or one of its lower-case names", f"{field}={function!r}")
-  return None
+  """A :class:`ReduceFunction`, its value, or one of :data:`FUNCTION_NAMES` (``"logsumexp"``, ``"ReduceProd"``)."""
+  return enums.parse_enum(p, field, function, ReduceFunction, names=FUNCTION_NAMES, prefixes=("reduce",))
 
 
 def _check_reduce(
   p: Problems,
+  f: Fields,
   shape: tuple[int, ...],
   dtype: np.dtype,
   function: ReduceFunction | None,
   axes: Any,
   index_dtype: np.dtype | None,
   *,
-  source: str,
   allow_negative: bool,
 ) -> tuple[int, ...] | None:
-  if not axes_lib.rank_in_range(p, source, shape):
-    return None
-  canonical = axes_lib.canonical_axes(p, "axes", axes, len(shape), allow_negative=allow_negative, allow_empty=True)
   if function in FLOAT_ONLY:
     p.require(
-      dtypes.is_float(dtype), f"function {function.name} needs a floating {source}", f"{source} dtype={dtype.name}"
+      dtypes.is_float(dtype), f"function {function.name} needs a floating {f['x']}", f"{f['x']}.dtype={dtype.name}"
     )
+  if not axes_lib.rank_in_range(p, f, "x", shape):
+    return None
+  canonical = axes_lib.canonical_axes(p, f["axis"], axes, len(shape), allow_negative=allow_negative, allow_empty=True)
   if canonical is not None and function in _ARG_FUNCTIONS:
-    arg_reduce.check_reduced_index(p, shape, canonical, index_dtype)
+    arg_reduce.check_reduced_index(p, f, shape, canonical, index_dtype)
   return canonical
 
 
@@ -373,10 +407,10 @@ def _reduce(
 def reduce(
   x: ArrayLike,
   function: ReduceFunction | str,
-  axes: int | Sequence[int] | None = None,
+  axis: int | Sequence[int] | None = None,
   *,
-  keepdims: bool = True,
-  index_dtype: Any = jnp.uint32,
+  keepdims: bool = False,
+  index_dtype: Any = jnp.int32,
 ) -> jax.Array:
   r"""Applies a DirectML reduction ``function`` over ``axes``, DirectML REDUCE.
 
@@ -407,11 +441,16 @@ def reduce(
   Args:
     x: array of an integer or floating dtype (bfloat16 included), rank 1 to 8;
       AVERAGE, L2, LOG_SUM and LOG_SUM_EXP need a floating dtype.
-    function: a :class:`ReduceFunction` or its lower-case name, e.g. ``"sum"``.
-    axes: an axis or a sequence of distinct axes (negative count from the
-      end); ``None`` (default) means every axis, ``()`` none.
-    keepdims: keep reduced axes with size 1 (default, DirectML's layout).
-    index_dtype: output dtype of ARGMAX/ARGMIN: int32, int64, uint32 (default)
+    function: a :class:`ReduceFunction` or a name: DirectML's (``"sum"``,
+      ``"log_sum_exp"``, ``"average"``, ...) or the one jnp, ONNX or WebNN use
+      (``"mean"``, ``"prod"``, ``"logsumexp"``, ``"ReduceSumSquare"``,
+      ``"reduceProduct"``, ...); case, underscores and a ``reduce`` prefix are
+      ignored.
+    axis: an axis or a tuple of distinct axes (negative count from the end),
+      static Python ints; ``None`` (default) means every axis, ``()`` none.
+    keepdims: keep reduced axes with size 1 (DirectML's layout); default
+      ``False``, as ``jnp.sum``.
+    index_dtype: output dtype of ARGMAX/ARGMIN: int32 (default), int64, uint32
       or uint64; ignored by the other functions.
 
   Returns:
@@ -425,18 +464,20 @@ def reduce(
     >>> import dmljax as dml, jax.numpy as jnp
     >>> x = jnp.array([[1., 2., 3.], [3., 0., 4.], [2., 4., 2.]])
     >>> dml.reduce(x, "sum", 0).tolist()
-    [[6.0, 6.0, 9.0]]
-    >>> dml.reduce(x, dml.ReduceFunction.MAX, keepdims=False).tolist()
-    4.0
+    [6.0, 6.0, 9.0]
+    >>> dml.reduce(x, dml.ReduceFunction.MAX, keepdims=True).tolist()
+    [[4.0]]
+    >>> dml.reduce(x, "mean", 1).tolist() == dml.reduce(x, "average", 1).tolist()
+    True
   """
   p = Problems("reduce")
   array = dtypes.as_array(p, "x", x)
   canonical = canonical_function(p, "function", function)
   index = dtypes.canonical_index_dtype(p, "index_dtype", index_dtype)
   canonical_axes = None
-  if array is not None and dtypes.require_numeric(p, "x", np.dtype(array.dtype)):
+  if array is not None and dtypes.require_real(p, "x", np.dtype(array.dtype), "DirectML's reductions are real"):
     canonical_axes = _check_reduce(
-      p, array.shape, np.dtype(array.dtype), canonical, axes, index, source="x", allow_negative=True
+      p, FUNCTIONAL, array.shape, np.dtype(array.dtype), canonical, axis, index, allow_negative=True
     )
   p.raise_if_any()
   assert array is not None and canonical is not None and canonical_axes is not None and index is not None
@@ -446,6 +487,34 @@ def reduce(
 
 _FIELDS_IN = ("input_tensor",)
 _FIELDS_OUT = ("output_tensor",)
+_DESCRIPTOR = fields.descriptor(x="input_tensor", axis="axes", index_dtype="output_tensor.data_type")
+
+
+def _output_types(function: ReduceFunction, input_tensor: TensorDesc) -> tuple[DataType, ...]:
+  return arg_reduce.INDEX_DATA_TYPES if function in _ARG_FUNCTIONS else (DataType(input_tensor.data_type),)
+
+
+def _output(function: Any, input_tensor: Any, axes: Any, output_data_type: Any) -> tuple[ReduceFunction, TensorDesc]:
+  """The function and output descriptor ``from_inputs`` fills in (raising for a bad input or attribute)."""
+  p = Problems("REDUCE")
+  canonical = canonical_function(p, "function", function)
+  sizes = data_type = None
+  if tensor_desc.well_formed(p, "input_tensor", input_tensor):
+    dtype = dtypes.numpy_dtype(input_tensor.data_type)
+    axes = _check_reduce(p, _DESCRIPTOR, input_tensor.sizes, dtype, canonical, axes, None, allow_negative=False)
+    if axes is not None:
+      sizes = axes_lib.reduced_shape(input_tensor.sizes, axes)
+    if canonical is not None:
+      allowed = _output_types(canonical, input_tensor)
+      if output_data_type is None:
+        data_type = allowed[0]
+      else:
+        data_type = enums.parse_enum(p, "output_data_type", output_data_type, DataType)
+        if data_type is not None:
+          tensor_desc.output_type_matches(p, "output_data_type", TensorDesc(data_type, ()), allowed)
+  p.raise_if_any()
+  assert canonical is not None and sizes is not None and data_type is not None
+  return canonical, TensorDesc(data_type, sizes)
 
 
 def execute_reduce(desc: ReduceDesc, inputs: Sequence[Any], feature_level: Any) -> jax.Array:
@@ -467,21 +536,11 @@ def execute_reduce(desc: ReduceDesc, inputs: Sequence[Any], feature_level: Any) 
     out_type = DataType(desc.output_tensor.data_type)
     is_arg = function in _ARG_FUNCTIONS
     index_dtype = dtypes.numpy_dtype(out_type) if is_arg and out_type in arg_reduce.INDEX_DATA_TYPES else None
-    axes = _check_reduce(
-      p,
-      source.sizes,
-      dtypes.numpy_dtype(source.data_type),
-      function,
-      desc.axes,
-      index_dtype,
-      source="input_tensor",
-      allow_negative=False,
-    )
+    tensor_desc.output_type_matches(p, "output_tensor", desc.output_tensor, _output_types(function, source))
+    dtype = dtypes.numpy_dtype(source.data_type)
+    axes = _check_reduce(p, _DESCRIPTOR, source.sizes, dtype, function, desc.axes, index_dtype, allow_negative=False)
     if axes is not None:
-      allowed = arg_reduce.INDEX_DATA_TYPES if is_arg else (DataType(source.data_type),)
-      tensor_desc.output_matches(
-        p, "output_tensor", desc.output_tensor, axes_lib.reduced_shape(source.sizes, axes), allowed
-      )
+      tensor_desc.output_sizes_match(p, "output_tensor", desc.output_tensor, axes_lib.reduced_shape(source.sizes, axes))
   p.raise_if_any()
   assert function is not None and axes is not None
   (x,) = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)

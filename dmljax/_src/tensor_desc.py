@@ -32,7 +32,8 @@ class TensorDesc:
   checks it against the operator and the arrays it is given.
 
   Attributes:
-    data_type: ``DataType``, a :class:`DataType` member (or its numeric value).
+    data_type: ``DataType``, a :class:`DataType` member, its numeric value, or
+      the NumPy/JAX dtype of the same name (``np.float32``, ``"int64"``).
     sizes: ``Sizes`` (``DimensionCount`` is ``len(sizes)``), outermost first:
       1 to 8 dimensions, none of size 0.
 
@@ -45,6 +46,8 @@ class TensorDesc:
     >>> import dmljax as dml
     >>> dml.TensorDesc(dml.DataType.FLOAT32, (1, 1, 3, 4)).rank
     4
+    >>> dml.TensorDesc(np.float16, (2, 3)).data_type
+    <DataType.FLOAT16: 2>
   """
 
   data_type: DataType
@@ -53,6 +56,14 @@ class TensorDesc:
   def __post_init__(self) -> None:
     if isinstance(self.sizes, Sequence) and not isinstance(self.sizes, tuple):
       object.__setattr__(self, "sizes", tuple(self.sizes))
+    if not isinstance(self.data_type, (int, np.integer)):
+      # A dtype DirectML has no type for (bfloat16) stays as given, for execute to refuse with a message.
+      try:
+        data_type = dtypes.data_type_of(self.data_type)
+      except TypeError:
+        data_type = None
+      if data_type is not None:
+        object.__setattr__(self, "data_type", data_type)
 
   @property
   def rank(self) -> int:
@@ -84,7 +95,7 @@ def well_formed(p: Problems, field: str, desc: Any) -> bool:
   ok = True
   try:
     data_type = DataType(desc.data_type)
-  except ValueError:
+  except (ValueError, TypeError):
     data_type = None
   names = ", ".join(m.name for m in DataType)
   ok &= p.require(
@@ -130,24 +141,30 @@ def supported(p: Problems, field: str, desc: TensorDesc, support: TensorSupport,
 
 def same_rank(p: Problems, fields: dict[str, TensorDesc]) -> bool:
   ranks = {name: d.rank for name, d in fields.items()}
-  listed = ", ".join(f"{name}={rank}" for name, rank in ranks.items())
-  return p.require(len(set(ranks.values())) == 1, f"{', '.join(ranks)} must have the same rank", f"ranks {listed}")
+  listed = ", ".join(f"{name}.sizes={d.sizes}" for name, d in fields.items())
+  return p.require(
+    len(set(ranks.values())) == 1,
+    f"{', '.join(ranks)} must have the same rank (DirectML pads the smaller tensors' sizes with leading 1s, "
+    f"e.g. (3, 4) as (1, 3, 4))",
+    listed,
+  )
 
 
-def output_matches(
-  p: Problems, field: str, desc: TensorDesc, sizes: tuple[int, ...], data_types: Sequence[DataType]
-) -> bool:
-  """An output descriptor must describe exactly what the operator produces."""
-  ok = p.require(
+def output_sizes_match(p: Problems, field: str, desc: TensorDesc, sizes: tuple[int, ...]) -> bool:
+  """An output descriptor's sizes must be what the operator produces."""
+  return p.require(
     tuple(desc.sizes) == tuple(sizes), f"{field}.sizes must be {tuple(sizes)}", f"{field}.sizes={tuple(desc.sizes)}"
   )
+
+
+def output_type_matches(p: Problems, field: str, desc: TensorDesc, data_types: Sequence[DataType]) -> bool:
+  """An output descriptor's data type must be one the operator produces."""
   expected = " or ".join(t.name for t in data_types)
-  ok &= p.require(
+  return p.require(
     DataType(desc.data_type) in data_types,
     f"{field}.data_type must be {expected}",
     f"{field}.data_type={DataType(desc.data_type).name}",
   )
-  return ok
 
 
 def array_matches(p: Problems, field: str, x: Any, desc: TensorDesc) -> bool:
@@ -164,17 +181,19 @@ def array_matches(p: Problems, field: str, x: Any, desc: TensorDesc) -> bool:
     try:
       x = jnp.asarray(x, want)
     except (TypeError, ValueError, OverflowError) as e:
-      p.add(f"{field} array must hold numbers of type {want.name}", f"{type(x).__name__} ({e})")
+      p.add(f"{field} array must hold numbers of type {want.name}", f"{field} array {type(x).__name__} ({e})")
       return False
   shape = tuple(np.shape(x))
   ok = p.require(
-    shape == tuple(desc.sizes), f"{field} array must have shape {field}.sizes={tuple(desc.sizes)}", f"shape {shape}"
+    shape == tuple(desc.sizes),
+    f"{field} array must have shape {field}.sizes={tuple(desc.sizes)}",
+    f"{field} array of shape {shape}",
   )
   if declared is not None:
     want = dtypes.numpy_dtype(desc.data_type)
     ok &= p.require(
       np.dtype(declared) == want,
       f"{field} array must have dtype {want.name} ({field}.data_type={DataType(desc.data_type).name})",
-      f"dtype {np.dtype(declared).name}",
+      f"{field} array of dtype {np.dtype(declared).name}",
     )
   return ok

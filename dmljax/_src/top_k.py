@@ -32,10 +32,11 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, selection, tensor_desc
+from dmljax._src import descriptor_path, dtypes, enums, fields, selection, tensor_desc
 from dmljax._src.axes import AxisDirection
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
+from dmljax._src.fields import FUNCTIONAL, Fields
 from dmljax._src.tensor_desc import TensorDesc
 
 
@@ -81,6 +82,24 @@ class TopKDesc:
   axis: int
   k: int
 
+  @classmethod
+  def from_inputs(
+    cls, input_tensor: TensorDesc, *, axis: int, k: int, index_data_type: DataType | str = DataType.UINT32
+  ) -> TopKDesc:
+    """The descriptor with its output tensors inferred from the input and the attributes.
+
+    Raises:
+      DescriptorError: for a malformed input descriptor or a bad ``axis``, ``k``
+        or ``index_data_type`` (UINT32 or UINT64).
+
+    Example:
+      >>> import dmljax as dml, numpy as np
+      >>> dml.TopKDesc.from_inputs(dml.TensorDesc(np.float32, (2, 5)), axis=1, k=3).output_index_tensor
+      TensorDesc(data_type=<DataType.UINT32: 3>, sizes=(2, 3))
+    """
+    values, indices = _outputs("TOP_K", input_tensor, axis, k, index_data_type)
+    return cls(input_tensor, values, indices, axis=axis, k=k)
+
 
 @dataclasses.dataclass(frozen=True)
 class TopK1Desc:
@@ -102,7 +121,8 @@ class TopK1Desc:
     axis: ``Axis``, in ``[0, rank - 1]``.
     k: ``K``, with ``1 <= k <= input_tensor.sizes[axis]`` (the seed says
       "less than"; equality is accepted, as DirectML's own clients pass it).
-    axis_direction: ``AxisDirection``, an :class:`AxisDirection`.
+    axis_direction: ``AxisDirection``, an :class:`AxisDirection`; default
+      DECREASING (the largest, as TOP_K).
 
   Raises:
     DescriptorError: from :func:`execute` (constructing a descriptor never
@@ -128,34 +148,61 @@ class TopK1Desc:
   output_index_tensor: TensorDesc
   axis: int
   k: int
-  axis_direction: AxisDirection
+  axis_direction: AxisDirection = AxisDirection.DECREASING
+
+  @classmethod
+  def from_inputs(
+    cls,
+    input_tensor: TensorDesc,
+    *,
+    axis: int,
+    k: int,
+    axis_direction: AxisDirection = AxisDirection.DECREASING,
+    index_data_type: DataType | str = DataType.UINT32,
+  ) -> TopK1Desc:
+    """The descriptor with its output tensors inferred from the input and the attributes.
+
+    Raises:
+      DescriptorError: for a malformed input descriptor or a bad ``axis``, ``k``
+        or ``index_data_type`` (UINT32 or UINT64).
+
+    Example:
+      >>> import dmljax as dml, numpy as np
+      >>> desc = dml.TopK1Desc.from_inputs(dml.TensorDesc(np.float32, (1, 4)), axis=1, k=2,
+      ...                                  axis_direction=dml.AxisDirection.INCREASING)
+      >>> dml.execute(desc, np.array([[3., 1., 2., 1.]], np.float32))[1].tolist()
+      [[1, 3]]
+    """
+    values, indices = _outputs("TOP_K1", input_tensor, axis, k, index_data_type)
+    return cls(input_tensor, values, indices, axis=axis, k=k, axis_direction=axis_direction)
 
 
 def _check_top_k(
   p: Problems,
+  f: Fields,
   shape: tuple[int, ...],
   axis: Any,
   k: Any,
   index_dtype: np.dtype | None,
   *,
-  source: str,
   allow_negative_axis: bool,
 ) -> int | None:
   """The operator rules shared by both paths; returns the canonical axis."""
-  if not axes_lib.rank_in_range(p, source.split(".")[0], shape):
+  if not axes_lib.rank_in_range(p, f, "x", shape):
     return None
-  axis = axes_lib.canonical_axis(p, "axis", axis, len(shape), allow_negative=allow_negative_axis)
+  axis = axes_lib.canonical_axis(p, f["axis"], axis, len(shape), allow_negative=allow_negative_axis)
   if axis is None:
     return None
   size = shape[axis]
-  ok = p.require(
-    axes_lib.is_int(k) and 1 <= k <= size,
-    f"k must satisfy 1 <= k <= {source}[axis] (= {size})",
-    f"k={k!r}",
-  )
+  statement = f"k must satisfy 1 <= k <= {f.shape('x')}[axis] (= {size})"
+  ok = axes_lib.static_int(p, "k", k, statement, lambda k: 1 <= k <= size) is not None
   if index_dtype is not None:
-    ok &= dtypes.index_dtype_can_hold(p, "index dtype", index_dtype, size - 1, f"axis {axis} of size {size}")
+    ok &= dtypes.index_dtype_can_hold(p, f["index_dtype"], index_dtype, size - 1, f"axis {axis} of size {size}")
   return axis if ok else None
+
+
+def _output_sizes(shape: tuple[int, ...], axis: int, k: int) -> tuple[int, ...]:
+  return (*shape[:axis], k, *shape[axis + 1 :])
 
 
 @functools.partial(jax.jit, static_argnames=("k", "axis", "descending", "index_dtype"))
@@ -165,7 +212,7 @@ def _top_k(x: jax.Array, *, k: int, axis: int, descending: bool, index_dtype: np
 
 
 def top_k(
-  x: ArrayLike, k: int, *, axis: int = -1, direction: AxisDirection | str = "decreasing", index_dtype: Any = jnp.uint32
+  x: ArrayLike, k: int, *, axis: int = -1, direction: AxisDirection | str = "decreasing", index_dtype: Any = jnp.int32
 ) -> tuple[jax.Array, jax.Array]:
   r"""The ``k`` largest (or smallest) elements of every sequence along ``axis``, DirectML TOP_K1.
 
@@ -188,11 +235,14 @@ def top_k(
 
   Args:
     x: array of any integer or floating dtype (bfloat16 included), rank 1 to 8.
-    k: number of elements to select, ``1 <= k <= x.shape[axis]``.
+    k: number of elements to select, a static Python int with
+      ``1 <= k <= x.shape[axis]`` (under ``jax.jit``, pass it as a static
+      argument).
     axis: the axis to select along; negative counts from the end.
     direction: ``"decreasing"`` (largest first) or ``"increasing"`` (smallest
       first), or a :class:`AxisDirection`.
-    index_dtype: int32, int64, uint32 (default) or uint64.
+    index_dtype: int32 (default, as ``jax.lax.top_k``), int64, uint32 or
+      uint64.
 
   Returns:
     ``(values, indices)``, both of ``x``'s shape except ``k`` on ``axis``;
@@ -213,8 +263,8 @@ def top_k(
   canonical_direction = axes_lib.canonical_direction(p, "direction", direction)
   canonical_index = dtypes.canonical_index_dtype(p, "index_dtype", index_dtype)
   canonical_axis = None
-  if array is not None and dtypes.require_numeric(p, "x", np.dtype(array.dtype)):
-    canonical_axis = _check_top_k(p, array.shape, axis, k, canonical_index, source="x.shape", allow_negative_axis=True)
+  if array is not None and dtypes.require_real(p, "x", np.dtype(array.dtype), "top_k orders values"):
+    canonical_axis = _check_top_k(p, FUNCTIONAL, array.shape, axis, k, canonical_index, allow_negative_axis=True)
   p.raise_if_any()
   assert array is not None and canonical_axis is not None and canonical_index is not None
   return _top_k(
@@ -227,8 +277,27 @@ def top_k(
 
 
 _INDEX_DATA_TYPES = (DataType.UINT32, DataType.UINT64)
-_TOP_K_FIELDS_IN = ("input_tensor",)
-_TOP_K_FIELDS_OUT = ("output_value_tensor", "output_index_tensor")
+_FIELDS_IN = ("input_tensor",)
+_FIELDS_OUT = ("output_value_tensor", "output_index_tensor")
+_DESCRIPTOR = fields.descriptor(x="input_tensor", index_dtype="output_index_tensor.data_type")
+
+
+def _outputs(name: str, input_tensor: Any, axis: Any, k: Any, index_data_type: Any) -> tuple[TensorDesc, TensorDesc]:
+  """The output descriptors :meth:`TopK1Desc.from_inputs` fills in (raising for a bad input or attribute)."""
+  p = Problems(name)
+  sizes = None
+  if tensor_desc.well_formed(p, "input_tensor", input_tensor):
+    axis = _check_top_k(p, _DESCRIPTOR, input_tensor.sizes, axis, k, None, allow_negative_axis=False)
+    if axis is not None:
+      sizes = _output_sizes(input_tensor.sizes, axis, k)
+  index_type = enums.parse_enum(p, "index_data_type", index_data_type, DataType)
+  if index_type is not None:
+    p.require(
+      index_type in _INDEX_DATA_TYPES, "index_data_type must be UINT32 or UINT64", f"index_data_type={index_type.name}"
+    )
+  p.raise_if_any()
+  assert sizes is not None and index_type is not None
+  return TensorDesc(input_tensor.data_type, sizes), TensorDesc(index_type, sizes)
 
 
 def execute_top_k(desc: TopKDesc | TopK1Desc, inputs: Sequence[Any], feature_level: Any) -> tuple[jax.Array, jax.Array]:
@@ -242,8 +311,8 @@ def execute_top_k(desc: TopKDesc | TopK1Desc, inputs: Sequence[Any], feature_lev
     p,
     desc,
     inputs,
-    input_fields=_TOP_K_FIELDS_IN,
-    output_fields=_TOP_K_FIELDS_OUT,
+    input_fields=_FIELDS_IN,
+    output_fields=_FIELDS_OUT,
     table=name,
     feature_level=feature_level,
   )
@@ -252,24 +321,16 @@ def execute_top_k(desc: TopKDesc | TopK1Desc, inputs: Sequence[Any], feature_lev
     source = desc.input_tensor
     index_type = DataType(desc.output_index_tensor.data_type)
     index_dtype = dtypes.numpy_dtype(index_type) if index_type in _INDEX_DATA_TYPES else None
-    axis = _check_top_k(
-      p,
-      source.sizes,
-      desc.axis,
-      desc.k,
-      index_dtype,
-      source="input_tensor.sizes",
-      allow_negative_axis=False,
-    )
+    tensor_desc.output_type_matches(p, "output_value_tensor", desc.output_value_tensor, [DataType(source.data_type)])
+    tensor_desc.output_type_matches(p, "output_index_tensor", desc.output_index_tensor, _INDEX_DATA_TYPES)
+    axis = _check_top_k(p, _DESCRIPTOR, source.sizes, desc.axis, desc.k, index_dtype, allow_negative_axis=False)
     if axis is not None:
-      sizes = (*source.sizes[:axis], desc.k, *source.sizes[axis + 1 :])
-      tensor_desc.output_matches(
-        p, "output_value_tensor", desc.output_value_tensor, sizes, [DataType(source.data_type)]
-      )
-      tensor_desc.output_matches(p, "output_index_tensor", desc.output_index_tensor, sizes, _INDEX_DATA_TYPES)
+      sizes = _output_sizes(source.sizes, axis, desc.k)
+      tensor_desc.output_sizes_match(p, "output_value_tensor", desc.output_value_tensor, sizes)
+      tensor_desc.output_sizes_match(p, "output_index_tensor", desc.output_index_tensor, sizes)
   p.raise_if_any()
   assert axis is not None
-  (x,) = descriptor_path.input_arrays(desc, inputs, _TOP_K_FIELDS_IN)
+  (x,) = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)
   return _top_k(
     x,
     k=int(desc.k),
