@@ -65,16 +65,16 @@ def logits_of(params: Params, x: jax.Array) -> jax.Array:
 
 def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
   """Mean of ``log sum exp(logits) - logits[label]``, with the one-hot targets from DirectML's ONE_HOT."""
-  targets = dml.one_hot(labels[:, None], jnp.array([0.0, 1.0], jnp.float32), NUM_CLASSES, axis=-1)
-  log_partition = dml.reduce(logits, dml.ReduceFunction.LOG_SUM_EXP, axes=-1)
-  picked = dml.reduce(targets * logits, dml.ReduceFunction.SUM, axes=-1)
+  targets = dml.one_hot(labels, NUM_CLASSES)
+  log_partition = dml.reduce(logits, "logsumexp", -1)
+  picked = dml.reduce(targets * logits, "sum", -1)
   return jnp.mean(log_partition - picked)
 
 
 def accuracies(logits: jax.Array, labels: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Top-1 accuracy through ARGMAX and top-3 accuracy through TOP_K."""
-  predicted = dml.argmax(logits, -1, index_dtype=jnp.int32)[:, 0]
-  _, top3 = dml.top_k(logits, 3, index_dtype=jnp.int32)
+  predicted = dml.argmax(logits, -1)
+  _, top3 = dml.top_k(logits, 3)
   top1 = jnp.mean((predicted == labels).astype(jnp.float32))
   in_top3 = jnp.any(top3 == labels[:, None], axis=-1)
   return top1, jnp.mean(in_top3.astype(jnp.float32))

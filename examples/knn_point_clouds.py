@@ -64,7 +64,7 @@ def squared_distances(xyz: jax.Array) -> jax.Array:
 @functools.partial(jax.jit, static_argnames="k")
 def nearest(distances: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
   """The ``k`` smallest distances of every row and their column indices, nearest first."""
-  return dml.top_k(distances, k, axis=-1, direction="increasing", index_dtype=jnp.int32)
+  return dml.top_k(distances, k, axis=-1, direction="increasing")
 
 
 @jax.jit

@@ -96,14 +96,14 @@ def logits_of(params: Params, context: jax.Array) -> jax.Array:
   """Next-character logits for contexts of shape ``(..., CONTEXT)``; the one-hot input is DirectML's ONE_HOT."""
   vocab = params["w2"].shape[1]
   lead = context.shape[:-1]
-  flat = context.reshape(-1, CONTEXT, 1)
-  onehot = dml.one_hot(flat, jnp.array([0.0, 1.0], jnp.float32), vocab, axis=-1).reshape(flat.shape[0], CONTEXT * vocab)
+  flat = context.reshape(-1, CONTEXT)
+  onehot = dml.one_hot(flat, vocab).reshape(flat.shape[0], CONTEXT * vocab)
   h = jax.nn.relu(onehot @ params["w1"] + params["b1"])
   return (h @ params["w2"] + params["b2"]).reshape(*lead, vocab)
 
 
 def log_softmax(logits: jax.Array) -> jax.Array:
-  return logits - dml.reduce(logits, dml.ReduceFunction.LOG_SUM_EXP, axes=-1)
+  return logits - dml.reduce(logits, "logsumexp", -1, keepdims=True)
 
 
 def cross_entropy(params: Params, context: jax.Array, targets: jax.Array) -> jax.Array:
@@ -127,7 +127,7 @@ def sample_top_k(params: Params, context: jax.Array, key: jax.Array, length: int
 
   def step(context: jax.Array, key: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     logits = logits_of(params, context)
-    kept, candidates = dml.top_k(logits, TOP_K, index_dtype=jnp.int32)
+    kept, candidates = dml.top_k(logits, TOP_K)
     choice = jax.random.categorical(key, kept / TEMPERATURE, axis=-1)
     token = dml.gather_nd(candidates, choice[:, None], batch_dims=1)
     return jnp.concatenate([context[:, 1:], token[:, None]], axis=1), (token, logits)
@@ -148,7 +148,7 @@ def beam_search(params: Params, context: jax.Array, beams: int, length: int) -> 
     history, scores = carry
     window = jax.lax.dynamic_slice_in_dim(history, t, CONTEXT, axis=-1)
     candidates = scores[..., None] + log_softmax(logits_of(params, window))
-    scores, best = dml.top_k(candidates.reshape(prompts, beams * vocab), beams, index_dtype=jnp.int32)
+    scores, best = dml.top_k(candidates.reshape(prompts, beams * vocab), beams)
     parents, tokens = best // vocab, best % vocab
     history = dml.gather_nd(history, parents[..., None], batch_dims=1)
     history = jax.lax.dynamic_update_slice_in_dim(history, tokens[..., None], t + CONTEXT, axis=-1)

@@ -64,7 +64,7 @@ def init(key: jax.Array) -> Params:
 
 
 def dml_top_k(scores: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
-  return dml.top_k(scores, k, index_dtype=jnp.int32)
+  return dml.top_k(scores, k)
 
 
 def moe(params: Params, x: jax.Array, top_k: TopK = dml_top_k) -> tuple[jax.Array, jax.Array]:
@@ -76,7 +76,7 @@ def moe(params: Params, x: jax.Array, top_k: TopK = dml_top_k) -> tuple[jax.Arra
   chosen = dml.gather_nd(every_output, experts[..., None], batch_dims=1)
   out = jnp.sum(gates[..., None] * chosen, axis=1)
 
-  first_choice = dml.one_hot(experts[:, :1], jnp.array([0.0, 1.0], jnp.float32), EXPERTS)
+  first_choice = dml.one_hot(experts[:, 0], EXPERTS)
   fraction_routed = jnp.mean(first_choice, axis=0)
   mean_probability = jnp.mean(jax.nn.softmax(scores, axis=-1), axis=0)
   balance = EXPERTS * jnp.sum(fraction_routed * mean_probability)

@@ -54,10 +54,14 @@ def through_functions(example: dict) -> list[np.ndarray]:
   out_sizes = [tuple(spec[1]) for spec in example["outputs"].values()]
   if op == "TOP_K1":
     values, indices = dml.top_k(ins["input_tensor"], params["k"], axis=params["axis"],
-                                direction=params["axis_direction"].lower())
+                                direction=params["axis_direction"].lower(), index_dtype=np.uint32)
     return [np.asarray(values), np.asarray(indices)]
   if op == "ARGMIN":
-    return [np.asarray(dml.argmin(ins["input_tensor"], params["axes"], direction=params["axis_direction"].lower()))]
+    # The functional path returns int32 indices without the reduced axes (as jnp.argmin); the descriptor path
+    # keeps DirectML's layout and index type.
+    found = dml.argmin(ins["input_tensor"], params["axes"], direction=params["axis_direction"].lower(), keepdims=True,
+                       index_dtype=np.uint32)
+    return [np.asarray(found)]
   if op == "GATHER_ND1":
     # The functional path takes the meaningful dimensions only (TF/ONNX layout).
     x = ins["input_tensor"]
@@ -67,10 +71,13 @@ def through_functions(example: dict) -> list[np.ndarray]:
     out = dml.gather_nd(x, indices, batch_dims=params["batch_dimension_count"])
     return [np.asarray(out).reshape(out_sizes[0])]
   if op == "REDUCE":
-    return [np.asarray(dml.reduce(ins["input_tensor"], params["function"].lower(), params["axes"]))]
-  indices = ins["indices_tensor"]
-  depth = out_sizes[0][params["axis"]]
-  return [np.asarray(dml.one_hot(indices, ins["values_tensor"], depth, axis=params["axis"]))]
+    found = dml.reduce(ins["input_tensor"], params["function"], params["axes"], keepdims=True, index_dtype=np.uint32)
+    return [np.asarray(found)]
+  # jax.nn.one_hot's layout: the indices without DirectML's size-1 axis, the new axis inserted there.
+  axis = params["axis"]
+  off, on = ins["values_tensor"].reshape(-1)[:2]
+  out = dml.one_hot(ins["indices_tensor"].squeeze(axis), out_sizes[0][axis], axis=axis, on_value=on, off_value=off)
+  return [np.asarray(out)]
 
 
 def main() -> int:

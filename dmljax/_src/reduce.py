@@ -511,7 +511,8 @@ def _output(function: Any, input_tensor: Any, axes: Any, output_data_type: Any) 
       else:
         data_type = enums.parse_enum(p, "output_data_type", output_data_type, DataType)
         if data_type is not None:
-          tensor_desc.output_type_matches(p, "output_data_type", TensorDesc(data_type, ()), allowed)
+          expected = " or ".join(t.name for t in allowed)
+          p.require(data_type in allowed, f"output_data_type must be {expected}", f"output_data_type={data_type.name}")
   p.raise_if_any()
   assert canonical is not None and sizes is not None and data_type is not None
   return canonical, TensorDesc(data_type, sizes)
