@@ -1,4 +1,4 @@
-"""Quick start: every worked example of the DirectML seed pages, through both dmljax paths.
+"""Quick start: every worked example of DirectML's five operator pages, through both dmljax paths.
 
 Each example is run once through ``dml.execute`` with the descriptor spelled as
 on the DirectML page, and once through the functional API, and printed beside
@@ -90,9 +90,9 @@ def main() -> int:
                  for g, e in zip(got, expected, strict=True))
       mismatches += not same
       shown = "  |  ".join(f"{g.dtype}{list(g.shape)} {g.tolist()}" for g in got)
-      print(f"   {path}: {shown}   [{'matches the seed' if same else 'DIFFERS FROM THE SEED'}]")
-  print(f"{len(SEED_EXAMPLES)} seed examples, {2 * len(SEED_EXAMPLES) - mismatches} of "
-        f"{2 * len(SEED_EXAMPLES)} runs match the seed pages exactly")
+      print(f"   {path}: {shown}   [{'matches the page' if same else 'DIFFERS FROM THE PAGE'}]")
+  print(f"{len(SEED_EXAMPLES)} worked examples, {2 * len(SEED_EXAMPLES) - mismatches} of "
+        f"{2 * len(SEED_EXAMPLES)} runs match DirectML's pages exactly")
   return 1 if mismatches else 0
 
 

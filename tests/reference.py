@@ -1,6 +1,6 @@
 """Independent NumPy reference implementation of the dmljax behaviour contract.
 
-Written from ``SPEC.md`` (and the DirectML seed pages it restates) alone,
+Written from the behaviour contract, ``docs/semantics.rst`` (and DirectML's pages it restates), alone,
 independently of the library: this module imports only NumPy and the standard
 library and must never import ``jax`` or ``dmljax``.  Clarity and exactness come
 before speed; every function is vectorised along the operated axes so arrays of
@@ -8,11 +8,11 @@ some tens of thousands of elements are cheap.
 
 Functions (all take and return plain ``numpy`` arrays):
 
-* :func:`ref_top_k`        -- SPEC section 2 (TOP_K1 / TOP_K)
-* :func:`ref_arg_reduce`   -- SPEC section 3 (ARGMIN / ARGMAX)
-* :func:`ref_gather_nd`    -- SPEC section 4 (GATHER_ND1 / GATHER_ND), TF/ONNX shapes
-* :func:`ref_reduce`       -- SPEC section 5 (REDUCE)
-* :func:`ref_one_hot`      -- SPEC section 6 (ONE_HOT), DML layout
+* :func:`ref_top_k`        -- TOP_K1 / TOP_K
+* :func:`ref_arg_reduce`   -- ARGMIN / ARGMAX
+* :func:`ref_gather_nd`    -- GATHER_ND1 / GATHER_ND, TF/ONNX shapes
+* :func:`ref_reduce`       -- REDUCE
+* :func:`ref_one_hot`      -- ONE_HOT, DML layout
 
 Low-precision float types that NumPy does not know natively (``bfloat16`` and
 friends from ``ml_dtypes``) are recognised by dtype name, so ``ml_dtypes`` need

@@ -1,9 +1,12 @@
-"""Every worked example of the five DirectML seed pages, copied as data.
+"""Every worked example of DirectML's five operator reference pages, copied as data.
 
-Source: /work/shared/seeds/ (000 DML_TOP_K1, 001 DML_ARGMIN, 002 DML_GATHER_ND1,
-003 DML_REDUCE, 004 DML_ONE_HOT).  The tensors are copied exactly as written in
-the seeds (not re-derived); the comments of the seed pages are kept where they
-help.  Nothing here depends on numpy, jax or dmljax.
+The pages: DML_TOP_K1_OPERATOR_DESC (000), DML_ARGMIN_OPERATOR_DESC (001),
+DML_GATHER_ND1_OPERATOR_DESC (002), DML_REDUCE_OPERATOR_DESC (003) and
+DML_ONE_HOT_OPERATOR_DESC (004), read in their Korean edition (the example
+headings quoted below are in Korean).  The tensors are copied exactly as written
+on the pages (not re-derived); the pages' comments are kept where they help.
+Nothing here depends on numpy, jax or dmljax.  (The module keeps its historical
+name, ``seed_examples``.)
 
 Layout of each entry of ``SEED_EXAMPLES``::
 
@@ -15,7 +18,7 @@ Layout of each entry of ``SEED_EXAMPLES``::
 
 A tensor is ``(data_type, sizes, data)``: the DirectML data type name without
 the ``DML_TENSOR_DATA_TYPE_`` prefix, the sizes tuple, and the nested Python
-list exactly as in the seed.  Enum values are given without their prefix
+list exactly as on the page.  Enum values are given without their prefix
 (``axis_direction``: "DECREASING"/"INCREASING" for DML_AXIS_DIRECTION_*,
 ``function``: "SUM" ... for DML_REDUCE_FUNCTION_*).
 """
@@ -222,7 +225,7 @@ _REDUCE = [
   },
   {
     # "예제 3. 모든 축에 합계 적용(전체 텐서)" (sum over all axes)
-    # NOTE: the seed's comment here reads "sum({1, 2, 3, 3, 0, 4, 2, 5, 2})",
+    # NOTE: the page's comment here reads "sum({1, 2, 3, 3, 0, 4, 2, 5, 2})",
     # a 5 copied from the ARGMIN page's input tensor.  The REDUCE input
     # tensor above has a 4 in that place, and the stated result 21 is the sum
     # of the input tensor as written (with the 5 it would be 22).  The tensors
@@ -324,13 +327,13 @@ _ONE_HOT = [
 SEED_EXAMPLES = _TOP_K1 + _ARGMIN + _GATHER_ND1 + _REDUCE + _ONE_HOT
 
 # --------------------------------------------------------------------------- #
-# Inline examples from the seed prose (not in "예제" sections).
+# Inline examples from the pages' prose (not in "예제" (example) sections).
 # --------------------------------------------------------------------------- #
 SEED_EXTRA_EXAMPLES = [
   # 001 DML_ARGMIN, AxisDirection member:
   #   "DML_AXIS_DIRECTION_INCREASING ... (e.g. argmin({1,2,3,2,1}) = 0)"
   #   "DML_AXIS_DIRECTION_DECREASING ... (e.g. argmin({1,2,3,2,1}) = 4)"
-  # The seed gives no data types or sizes here; FLOAT32 input of sizes (5,)
+  # The page gives no data types or sizes here; FLOAT32 input of sizes (5,)
   # and UINT32 output of sizes (1,) (the default index type) are our choice.
   {
     "id": "argmin_axis_direction_increasing",
@@ -350,7 +353,7 @@ SEED_EXTRA_EXAMPLES = [
   # no data types).  "The {1,2} comes from the indices tensor (ignoring last
   # dimension which is the tuple size), and the {6,7} comes from input tensor,
   # ignoring the first 3 dimensions since the index tuples are 3 elements."
-  # BatchDimensionCount is not stated in the seed there; it is 0 (the formula
+  # BatchDimensionCount is not stated on the page there; it is 0 (the formula
   # shown has no batch part).
   {
     "id": "gather_nd1_output_sizes",

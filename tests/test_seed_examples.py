@@ -1,6 +1,6 @@
-"""Every worked example of the five seed pages, through both public paths (issue 2, point 1).
+"""Every worked example of DirectML's five operator pages, through both public paths (issue 2, point 1).
 
-The expected outputs are the seeds' own tensors (tests/seed_examples.py), never
+The expected outputs are the pages' own tensors (tests/seed_examples.py), never
 the reference implementation nor the library: values, indices, index dtype and
 sizes must all match exactly.
 """
@@ -18,7 +18,7 @@ import dmljax as dml
 RUNNABLE = [ex for ex in SEED_EXAMPLES + SEED_EXTRA_EXAMPLES if "inputs" in ex]
 SIZES_ONLY = [ex for ex in SEED_EXTRA_EXAMPLES if "inputs" not in ex]
 
-# The oldest feature level whose seed table admits each example as written
+# The oldest feature level whose DirectML table admits each example as written
 # (TOP_K1 from 2_1 with rank 4; ARGMIN and GATHER_ND1 from 3_0; REDUCE SUM on
 # a rank-2 FLOAT32 tensor from 3_0; ONE_HOT with UINT32 indices and rank 4 from
 # 2_0, with INT32 indices from 3_0).
@@ -34,7 +34,7 @@ def _oldest_level(example: dict) -> str:
 
 
 def _descriptor(example: dict) -> tuple[object, list[np.ndarray]]:
-  """The seed's descriptor, spelled field by field as in the seed, and its input arrays in struct order."""
+  """The page's descriptor, spelled field by field as on the page, and its input arrays in struct order."""
   op, params, ins, outs = example["op"], example["params"], example["inputs"], example["outputs"]
   if op == "TOP_K1":
     desc = dml.TopK1Desc(
@@ -83,7 +83,7 @@ def _descriptor(example: dict) -> tuple[object, list[np.ndarray]]:
 
 
 def _expected(example: dict) -> list[tuple[np.ndarray, np.dtype]]:
-  """The seed's outputs in the order the library returns them."""
+  """The page's outputs in the order the library returns them."""
   names = ["output_value_tensor", "output_index_tensor"] if example["op"] == "TOP_K1" else ["output_tensor"]
   return [(seed_array(example["outputs"][n]), seed_array(example["outputs"][n]).dtype) for n in names]
 

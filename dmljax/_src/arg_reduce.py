@@ -1,6 +1,6 @@
 """ARGMIN and ARGMAX: the flat index of the extreme element over one or more axes.
 
-DirectML semantics (seed ``DML_ARGMIN_OPERATOR_DESC``, SPEC §3):
+DirectML semantics (``DML_ARGMIN_OPERATOR_DESC``; docs/semantics.rst, "ARGMIN and ARGMAX"):
 
 * the output keeps the input's rank, with size 1 on every reduced axis;
 * the index is the row-major flat index over the reduced axes only, taken in
@@ -10,7 +10,7 @@ DirectML semantics (seed ``DML_ARGMIN_OPERATOR_DESC``, SPEC §3):
 
 REDUCE's ARGMIN/ARGMAX functions are this operator with INCREASING.
 
-Differentiation (SPEC §8): the output is an integer index, so it carries a
+Differentiation (docs/semantics.rst): the output is an integer index, so it carries a
 float0 (zero) tangent; it can index into differentiated code freely.
 """
 

@@ -1,4 +1,4 @@
-"""Differentiation helpers shared by the operators (SPEC §8).
+"""Differentiation helpers shared by the operators (docs/semantics.rst, "Differentiation").
 
 Selections (GATHER_ND, ONE_HOT) are linear in their floating input, and their
 transposes are sums: a scatter-add over duplicate indices, a sum over every

@@ -122,7 +122,7 @@ def as_array(p: Problems, field: str, x: Any) -> jax.Array | None:
   """``jnp.asarray(x)``, refusing 64-bit NumPy input without x64.
 
   ``jnp.asarray`` would silently truncate a float64/int64 NumPy array when x64 is
-  off; SPEC §1 asks for an error instead.
+  off; dmljax raises an error instead (docs/semantics.rst, "64-bit types").
   """
   declared = getattr(x, "dtype", None)
   if declared is not None:
@@ -172,7 +172,7 @@ def index_dtype_can_hold(p: Problems, field: str, index_dtype: np.dtype, largest
 
 
 def positions_fit(p: Problems, field: str, size: int) -> bool:
-  """Positions along a dimension are computed in int32 unless x64 is on (SPEC §1: no silent downcast)."""
+  """Positions along a dimension are computed in int32 unless x64 is on (no silent downcast)."""
   limit = int(np.iinfo(np.int32).max)
   return p.require(
     size - 1 <= limit or x64_enabled(),

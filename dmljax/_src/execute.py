@@ -34,7 +34,7 @@ def execute(
   """Runs the operator a descriptor describes, checking it first as DirectML would.
 
   Checks, at trace time and all at once: every tensor descriptor (data type,
-  sizes 1 to 8 dimensions, no size 0); the seed's data-type and rank table for
+  sizes 1 to 8 dimensions, no size 0); the DirectML page's data-type and rank table for
   ``feature_level``; the operator's own rules; the output descriptors against
   what the operator produces; and the given arrays against their descriptors.
   Then runs the same implementation as the functional path.
@@ -44,7 +44,7 @@ def execute(
     *inputs: the input arrays, in the struct's order (GATHER_ND: input, indices;
       ONE_HOT: indices, values).
     feature_level: a :class:`FeatureLevel` or its string (``"3_0"``); default
-      the newest level in the seeds, 5_0.
+      the newest level dmljax models, 5_0.
 
   Returns:
     The output array; ``(values, indices)`` for TOP_K and TOP_K1.

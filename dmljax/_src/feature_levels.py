@@ -1,10 +1,10 @@
-"""DirectML feature levels and the per-level "Tensor support" tables of the seeds.
+"""DirectML feature levels and the per-level "Tensor support" tables of DirectML's pages.
 
 Each table row says, from a feature level on, which ranks and data types every
 tensor of an operator accepts. The descriptor path (:func:`dmljax.execute`)
 applies the row in force at the requested level; the functional path does not.
 
-The seeds carry no tables for the v0 operators TOP_K and GATHER_ND, nor for
+dmljax has no tables of their own for the v0 operators TOP_K and GATHER_ND, nor for
 ARGMAX (the twin page of ARGMIN). dmljax applies the table of the v1 twin
 (TOP_K1, GATHER_ND1, ARGMIN) to them, using the twin's oldest row at levels below
 the twin's introduction.
@@ -24,7 +24,7 @@ from dmljax._src.errors import Problems
 class FeatureLevel(enum.IntEnum):
   """``DML_FEATURE_LEVEL``, with the numeric values of ``directml.h``.
 
-  :func:`execute` applies the seeds' per-level "tensor support" tables (ranks
+  :func:`execute` applies DirectML's per-level "tensor support" tables (ranks
   and data types) for the level it is given; the default is the newest, 5_0.
   It also takes strings such as ``"3_1"``.
 

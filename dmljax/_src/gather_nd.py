@@ -1,6 +1,6 @@
 """GATHER_ND and GATHER_ND1: gather whole sub-blocks of the input addressed by index tuples.
 
-DirectML semantics (seed ``DML_GATHER_ND1_OPERATOR_DESC``, SPEC §4)::
+DirectML semantics (``DML_GATHER_ND1_OPERATOR_DESC``; docs/semantics.rst, "GATHER_ND1 and GATHER_ND")::
 
     output[batch, i...] = input[batch, indices[batch, i..., :], ...]
 
@@ -17,7 +17,7 @@ In the descriptor path only the trailing ``input_dimension_count`` and
 and the output is right-aligned to the common rank with leading 1s.
 GATHER_ND (v0) is GATHER_ND1 with ``batch_dimension_count = 0``.
 
-Differentiation (SPEC §8): the output is linear in the input, differentiable
+Differentiation (docs/semantics.rst): the output is linear in the input, differentiable
 in forward and reverse mode to any order (the second derivative is zero). The
 reverse pass scatter-adds each output cotangent to the element it was read
 from, after wrapping and clamping, so duplicate and clamped out-of-range

@@ -22,7 +22,7 @@ def position_dtype(index_dtype: np.dtype, size: int) -> np.dtype:
 
 
 def wrap_and_clamp(v: jax.Array, size: int) -> jax.Array:
-  """SPEC §4: a negative signed index counts from the end once, then clamps to ``[0, size-1]``."""
+  """GATHER_ND's index policy: a negative signed index counts from the end once, then clamps to ``[0, size-1]``."""
   dtype = np.dtype(v.dtype)
   work = position_dtype(dtype, size)
   info = jnp.iinfo(dtype)
@@ -34,7 +34,7 @@ def wrap_and_clamp(v: jax.Array, size: int) -> jax.Array:
 
 
 def wrap_or_invalid(v: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
-  """SPEC §6: ``[0, size)`` as is, ``[-size, -1]`` from the end, anything else invalid.
+  """ONE_HOT's index policy: ``[0, size)`` as is, ``[-size, -1]`` from the end, anything else invalid.
 
   Returns ``(valid, position)``; ``position`` is 0 where not valid.
   """

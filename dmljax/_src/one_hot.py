@@ -1,6 +1,6 @@
 """ONE_HOT: sequences that are OffValue everywhere except OnValue at an index.
 
-DirectML semantics (seed ``DML_ONE_HOT_OPERATOR_DESC``, SPEC §6):
+DirectML semantics (``DML_ONE_HOT_OPERATOR_DESC``; docs/semantics.rst, "ONE_HOT"):
 
 * indices have the output's rank and sizes, except size 1 on ``axis``; the
   output has the depth D there;
@@ -10,7 +10,7 @@ DirectML semantics (seed ``DML_ONE_HOT_OPERATOR_DESC``, SPEC §6):
   counts from the end; anything else (``>= D``, ``< -D``, a huge unsigned
   value) leaves the whole sequence at OffValue.
 
-Differentiation (SPEC §8): the output is linear in the values tensor: the
+Differentiation (docs/semantics.rst): the output is linear in the values tensor: the
 gradient of OnValue is the sum of the cotangents at the hot positions, that of
 OffValue the sum over all others (float32 sums for float16 and bfloat16), and
 every other element of ``values`` gets 0. The indices carry float0 (zero)

@@ -29,7 +29,7 @@ def _flip_negative(bits: jax.Array) -> jax.Array:
 
 
 def ascending_key(x: jax.Array) -> jax.Array:
-  """A signed integer key, ordered as ``x`` in the SPEC's order (NaN largest, -0 == +0)."""
+  """A signed integer key, ordered as ``x`` in dmljax's value order (NaN largest, -0 == +0)."""
   dtype = np.dtype(x.dtype)
   kdt = key_dtype(dtype)
   if dtypes.is_float(dtype):

@@ -1,6 +1,6 @@
 """REDUCE: one of twelve reductions over a set of axes, keeping the input's rank.
 
-DirectML semantics (seed ``DML_REDUCE_OPERATOR_DESC``, SPEC §5), with
+DirectML semantics (``DML_REDUCE_OPERATOR_DESC``; docs/semantics.rst, "REDUCE"), with
 :math:`N` the product of the reduced sizes:
 
 =============  =======================================  =========================
@@ -22,7 +22,7 @@ An empty ``axes`` applies the function to every element on its own (N = 1).
 float16 and bfloat16 accumulate in float32 and round once at the end; integers
 accumulate in their own type and wrap, as a GPU would.
 
-Differentiation (SPEC §8): every function but ARGMAX/ARGMIN is differentiable
+Differentiation (docs/semantics.rst): every function but ARGMAX/ARGMIN is differentiable
 in forward and reverse mode to any order (those two return indices with
 float0 tangents). Where the plain formula has no derivative, the result is a
 finite subgradient, and its own derivative is finite too:
@@ -298,7 +298,7 @@ def _log_sum_exp(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
 def _l2(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
-  """L2 keeping dims; the tangent is 0 at an all-zero sequence (SPEC §8)."""
+  """L2 keeping dims; the tangent is 0 at an all-zero sequence (a subgradient)."""
   return jnp.sqrt(jnp.sum(jnp.square(x), axes, keepdims=True, dtype=x.dtype))
 
 

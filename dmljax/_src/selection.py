@@ -1,7 +1,7 @@
 """Top-k selection along the last axis, on one device or along a sharded axis.
 
 One kernel, :func:`local_top_k`, selects the ``k`` first elements of every
-sequence in the SPEC's order (ties by ascending index). When the sequence axis
+sequence in dmljax's value order (ties by ascending index). When the sequence axis
 is sharded over mesh axes, every shard runs that kernel on its own slice, turns
 its local indices into global ones (shard offset + local index), all-gathers
 only its ``k`` candidates and runs the same kernel again on the gathered

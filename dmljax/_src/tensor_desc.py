@@ -1,7 +1,7 @@
 """``DML_BUFFER_TENSOR_DESC`` (without strides) and the descriptor-path checks on it.
 
 These helpers are the descriptor half of the one validation layer: they check
-tensor descriptors against the seed rules and feature-level tables, the arrays
+tensor descriptors against DirectML's rules and feature-level tables, the arrays
 given to :func:`dmljax.execute` against their descriptors, and output
 descriptors against what the operator will produce. The operator rules
 themselves (axis, K, batch dims, ...) live with each operator and are shared

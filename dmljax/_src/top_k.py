@@ -1,6 +1,6 @@
 r"""TOP_K and TOP_K1: the K largest or smallest elements of every sequence along an axis.
 
-DirectML semantics (seed ``DML_TOP_K1_OPERATOR_DESC``, SPEC §2):
+DirectML semantics (``DML_TOP_K1_OPERATOR_DESC``; docs/semantics.rst, "TOP_K1 and TOP_K"):
 
 * values are sorted, descending for DECREASING and ascending for INCREASING;
 * equal values appear in ascending index order, in both directions;
@@ -10,7 +10,7 @@ DirectML semantics (seed ``DML_TOP_K1_OPERATOR_DESC``, SPEC §2):
 
 TOP_K (v0) is TOP_K1 with DECREASING.
 
-Differentiation (SPEC §8): the values are a selection of the input,
+Differentiation (docs/semantics.rst): the values are a selection of the input,
 :math:`\mathrm{values} = s[i]`, differentiable in forward and reverse mode to
 any order. Each value's cotangent goes to the element at its returned index,
 so among tied elements only the ones returned receive gradient (the first in
@@ -119,7 +119,7 @@ class TopK1Desc:
     output_index_tensor: ``OutputIndexTensor``: UINT32 (UINT64 from feature
       level 5_0), same sizes; indices count from the start of the sequence.
     axis: ``Axis``, in ``[0, rank - 1]``.
-    k: ``K``, with ``1 <= k <= input_tensor.sizes[axis]`` (the seed says
+    k: ``K``, with ``1 <= k <= input_tensor.sizes[axis]`` (DirectML's page says
       "less than"; equality is accepted, as DirectML's own clients pass it).
     axis_direction: ``AxisDirection``, an :class:`AxisDirection`; default
       DECREASING (the largest, as TOP_K).
