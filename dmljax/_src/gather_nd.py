@@ -408,13 +408,17 @@ def gather_nd(x: ArrayLike, indices: ArrayLike, *, batch_dims: int = 0, determin
   p = Problems("gather_nd")
   array = dtypes.as_array(p, "x", x)
   index_array = dtypes.as_array(p, "indices", indices)
-  if (
-    array is not None and index_array is not None and dtypes.require_integer(p, "indices", np.dtype(index_array.dtype))
-  ):
+  integer_indices = index_array is not None and dtypes.require_integer(p, "indices", np.dtype(index_array.dtype))
+  if array is not None and index_array is not None and integer_indices:
     out_shape = _check_gather_nd(p, FUNCTIONAL, array.shape, index_array.shape, batch_dims)
     if deterministic and out_shape is not None:
       keyed = array.shape[: batch_dims + index_array.shape[-1]]
       dtypes.positions_fit(p, f"the row count of x.shape{keyed} (deterministic=True)", math.prod(keyed))
+  else:
+    # The shared rules need both arrays; each one's own rank rule still runs.
+    for role, given in (("x", array), ("indices", index_array)):
+      if given is not None:
+        axes_lib.rank_in_range(p, FUNCTIONAL, role, given.shape)
   p.raise_if_any()
   assert array is not None and index_array is not None
   return _gather_nd(array, index_array, batch_dims=int(batch_dims), deterministic=bool(deterministic))
