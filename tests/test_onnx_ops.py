@@ -342,3 +342,58 @@ def test_checker_runs_on_prepare():
   bad = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])  # TopK-11 needs its K input
   with pytest.raises(onnx.checker.ValidationError):
     donnx.Backend.prepare(bad)
+
+
+def test_a_model_exported_from_pytorch_matches_torch_values_and_gradients():
+  torch = pytest.importorskip("torch")
+  import io
+  import warnings
+
+  class Routing(torch.nn.Module):
+    def forward(self, x, table):
+      values, indices = torch.topk(x, 3, dim=-1)
+      lse = torch.logsumexp(values, dim=-1)
+      picked = table[indices]
+      energy = (picked * picked).sum(dim=-1)
+      load = torch.nn.functional.one_hot(torch.argmax(x, dim=-1), 8).float().amax(dim=0)
+      return lse, energy, torch.argmin(x, dim=0, keepdim=True), load
+
+  rng = np.random.default_rng(8)
+  x = rng.normal(size=(6, 8)).astype(np.float32)
+  table = rng.normal(size=(8, 5)).astype(np.float32)
+  buffer = io.BytesIO()
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+    torch.onnx.export(Routing(), (torch.from_numpy(x), torch.from_numpy(table)), buffer, dynamo=False, opset_version=18)
+  model = onnx.load_from_string(buffer.getvalue())
+  assert {"TopK", "ReduceLogSumExp", "Gather", "ArgMin", "OneHot", "ReduceMax"} <= {n.op_type for n in model.graph.node}
+  rep = donnx.Backend.prepare(model)
+  xt, tt = torch.from_numpy(x).requires_grad_(), torch.from_numpy(table).requires_grad_()
+  expected = Routing()(xt, tt)
+  for got, want in zip(rep.run([x, table]), expected, strict=True):
+    np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-6, atol=1e-6)
+    assert got.dtype == want.detach().numpy().dtype
+
+  (expected[0].sum() + (expected[1] ** 2).sum()).backward()
+  grads = jax.grad(lambda a, b: (lambda o: o[0].sum() + (o[1] ** 2).sum())(rep.function(a, b)), argnums=(0, 1))(
+    x, table
+  )
+  np.testing.assert_allclose(grads[0], xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(grads[1], tt.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("axis_type", ["explicit", "auto"])
+def test_the_graph_function_runs_sharded_along_the_top_k_axis(axis_type):
+  from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+  types = (AxisType.Explicit,) if axis_type == "explicit" else (AxisType.Auto,)
+  mesh = jax.make_mesh((8,), ("d",), axis_types=types)
+  rng = np.random.default_rng(9)
+  x = rng.normal(size=(8, 16)).astype(np.float32)
+  table = rng.normal(size=(16, 5)).astype(np.float32)
+  rep = donnx.Backend.prepare(routing_model())
+  sharded = jax.device_put(x, NamedSharding(mesh, PartitionSpec(None, "d")))
+  with jax.set_mesh(mesh):
+    got = jax.jit(rep.function)(sharded, table)
+  for g, w in zip(got, rep.run([x, table]), strict=True):
+    np.testing.assert_array_equal(np.asarray(g), w)

@@ -1,10 +1,10 @@
 """An ``onnx.backend.base.Backend`` that turns an ONNX graph into one jitted JAX function.
 
 The graph's TopK, ArgMax/ArgMin, GatherND, Reduce* and OneHot nodes run through :mod:`dmljax.onnx`'s
-functions (the dmljax operators themselves); the glue such graphs contain (Constant, Identity, Cast,
-CastLike, Reshape, Squeeze, Unsqueeze, and the elementwise Abs, Neg, Exp, Log, Sqrt, Add, Sub, Mul, Div)
-is plain ``jax.numpy``/``lax``. Nothing else is traced, so the jitted function is the same XLA program as
-the dmljax calls written by hand.
+functions (the dmljax operators themselves); Gather runs as GatherND; the rest of the glue such graphs
+contain (Constant, Identity, Cast, CastLike, Reshape, Squeeze, Unsqueeze, and the elementwise Abs, Neg, Exp,
+Log, Sqrt, Add, Sub, Mul, Div) is plain ``jax.numpy``/``lax``. Nothing else is traced, so the jitted
+function is the same XLA program as the dmljax calls written by hand.
 
 Inputs that set a shape in JAX (TopK's ``K``, the reductions' ``axes``, OneHot's ``depth``, the shapes
 and axes of Reshape/Squeeze/Unsqueeze) must be known when the function is traced: an initializer, a
@@ -174,6 +174,20 @@ def _gather_nd(node: _Node, args: list[Any]) -> list[Any]:
   return [ops.gather_nd(args[0], args[1], batch_dims=node.attr("batch_dims", 0))]
 
 
+def _gather(node: _Node, args: list[Any]) -> list[Any]:
+  """ONNX Gather along ``axis`` as dmljax's GATHER_ND of one-element index tuples (same index policy)."""
+  data, indices = args[0], args[1]
+  rank, count = data.ndim, indices.ndim
+  axis = node.attr("axis", 0)
+  if not -rank <= axis < rank:
+    raise node.error(f"axis must be in [{-rank}, {rank - 1}]; got axis={axis}")
+  axis %= rank
+  out = ops.gather_nd(jnp.moveaxis(data, axis, 0), jnp.expand_dims(indices, -1), batch_dims=0)
+  # out: indices' dims, then data's dims but axis; ONNX puts indices' dims where axis was.
+  order = [*range(count, count + axis), *range(count), *range(count + axis, count + rank - 1)]
+  return [jnp.transpose(out, order) if order != sorted(order) else out]
+
+
 def _reduce(node: _Node, args: list[Any]) -> list[Any]:
   axes = node.attrs["axes"] if "axes" in node.attrs else (args[1] if len(args) > 1 else None)
   out = ops.reduce(
@@ -303,6 +317,7 @@ _HANDLERS: dict[str, Callable[[_Node, list[Any]], list[Any]]] = {
   "ArgMax": _arg(True),
   "ArgMin": _arg(False),
   "GatherND": _gather_nd,
+  "Gather": _gather,
   "OneHot": _one_hot,
   **{name: _reduce for name in ops.REDUCE_FUNCTIONS},
   "Constant": _constant,
@@ -536,9 +551,11 @@ class Backend(onnx.backend.base.Backend):
 
   @classmethod
   def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> BackendRep:
-    """Checks ``model`` (a ``ModelProto``, or a path to one) and builds its :class:`BackendRep`."""
+    """Checks ``model`` (a ``ModelProto``, its serialized bytes or a path) and builds its :class:`BackendRep`."""
     if isinstance(model, (str, os.PathLike)):
       model = onnx.load(model)
+    elif isinstance(model, bytes):
+      model = onnx.load_from_string(model)
     super().prepare(model, device, **kwargs)
     return BackendRep(model.graph, _opset(model), device)
 
