@@ -397,3 +397,13 @@ def test_the_graph_function_runs_sharded_along_the_top_k_axis(axis_type):
     got = jax.jit(rep.function)(sharded, table)
   for g, w in zip(got, rep.run([x, table]), strict=True):
     np.testing.assert_array_equal(np.asarray(g), w)
+
+
+def test_is_compatible_and_the_plain_graph_function_is_a_jit_object():
+  rep = donnx.Backend.prepare(routing_model())
+  assert hasattr(rep.function, "lower") and rep.static_inputs == ()
+  assert donnx.Backend.is_compatible(routing_model())
+  softmax = model_of([helper.make_node("Softmax", ["x"], ["y"])], [info("x", F32, [2])], [info("y", F32, [2])])
+  assert not donnx.Backend.is_compatible(softmax)
+  with pytest.raises(donnx.ModelError, match=r"takes the inputs \['x', 'table'\] \(in this order\); got 1"):
+    rep.function(np.zeros((8, 16), np.float32))

@@ -22,6 +22,7 @@ as dmljax refuses them everywhere, rather than computed in float32 silently.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -383,6 +384,8 @@ class BackendRep(onnx.backend.base.BackendRep):
     self._check_graph()
     self.static_inputs: tuple[str, ...] = tuple(n for n in self.input_names if n in self._static_consumers)
     self._jitted = jax.jit(self._evaluate, static_argnums=0)
+    # Without shape-setting inputs the graph function is a jax.jit object itself: no Python wrapper per call.
+    self._plain = None if self.static_inputs else jax.jit(functools.partial(self._evaluate, ()))
 
   # -- preparation
 
@@ -440,9 +443,12 @@ class BackendRep(onnx.backend.base.BackendRep):
   # -- evaluation
 
   def _evaluate(self, statics: tuple[tuple[str, _Static], ...], *dynamic: Any) -> tuple[jax.Array, ...]:
+    dynamic_names = [n for n in self.input_names if n not in self._static_consumers]
+    if len(dynamic) != len(dynamic_names):
+      raise ModelError(f"the graph function takes the inputs {dynamic_names} (in this order); got {len(dynamic)}")
     env: dict[str, Any] = dict(self._constants)
     env.update((name, static.value) for name, static in statics)
-    env.update(zip([n for n in self.input_names if n not in self._static_consumers], dynamic, strict=True))
+    env.update(zip(dynamic_names, dynamic, strict=True))
     for node in self._nodes:
       args = [env[name] if name else None for name in node.inputs]
       while args and args[-1] is None:
@@ -466,9 +472,11 @@ class BackendRep(onnx.backend.base.BackendRep):
       out.append(_as_jax(value, f"output {name!r}", _Node("graph output", "-", (), (), {}, 0)))
     return tuple(out)
 
-  def _split(self, inputs: Sequence[Any]) -> tuple[tuple[tuple[str, _Static], ...], list[Any]]:
+  def _split(self, inputs: Sequence[Any]) -> tuple[tuple[tuple[str, _Static], ...], Sequence[Any]]:
     if len(inputs) != len(self.input_names):
       raise ModelError(f"the graph takes {len(self.input_names)} inputs {list(self.input_names)}; got {len(inputs)}")
+    if not self._static_consumers:  # The common case, kept to one check per call.
+      return (), inputs
     statics, dynamic = [], []
     for name, value in zip(self.input_names, inputs, strict=True):
       if name in self._static_consumers:
@@ -482,18 +490,25 @@ class BackendRep(onnx.backend.base.BackendRep):
         dynamic.append(value)
     return tuple(statics), dynamic
 
-  def function(self, *inputs: Any) -> tuple[jax.Array, ...]:
-    """The graph as a JAX function of its inputs (in :attr:`input_names` order), jitted.
+  @property
+  def function(self) -> Callable[..., tuple[jax.Array, ...]]:
+    """The graph as a jitted JAX function of its inputs (in :attr:`input_names` order) returning its outputs.
 
     Composes with ``jax.jit``, ``jax.grad``, ``jax.vmap`` and sharding like the dmljax operators it
-    calls; the :attr:`static_inputs` must be concrete values.
+    calls; the :attr:`static_inputs` must be concrete values. Without static inputs it is a ``jax.jit``
+    object (``rep.function.lower(...)`` works); with them, a function that specialises one on their values.
     """
+    return self._plain if self._plain is not None else self._call
+
+  def _call(self, *inputs: Any) -> tuple[jax.Array, ...]:
     statics, dynamic = self._split(inputs)
     return self._jitted(statics, *dynamic)
 
   def lower(self, *inputs: Any) -> Any:
     """``jax.jit(...).lower`` of :attr:`function` on these inputs (for inspecting the XLA program)."""
     statics, dynamic = self._split(inputs)
+    if self._plain is not None:
+      return self._plain.lower(*dynamic)
     return self._jitted.lower(statics, *dynamic)
 
   def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
@@ -558,6 +573,15 @@ class Backend(onnx.backend.base.Backend):
       model = onnx.load_from_string(model)
     super().prepare(model, device, **kwargs)
     return BackendRep(model.graph, _opset(model), device)
+
+  @classmethod
+  def is_compatible(cls, model: Any, device: str = "CPU", **kwargs: Any) -> bool:
+    """Whether :meth:`prepare` accepts ``model``: every node supported, every shape-setting input static."""
+    try:
+      cls.prepare(model, device, **kwargs)
+    except (ModelError, onnx.checker.ValidationError):
+      return False
+    return True
 
   @classmethod
   def run_model(cls, model: Any, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple[np.ndarray, ...]:
