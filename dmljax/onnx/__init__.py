@@ -9,16 +9,8 @@ Two layers (``pip install "dmljax[onnx]"``; the backend needs the ``onnx`` packa
   glue into one jitted JAX function (:attr:`BackendRep.function`).
 """
 
-from dmljax._src.onnx.backend import (
-  SUPPORTED_OPS,
-  Backend,
-  BackendRep,
-  ModelError,
-  prepare,
-  run_model,
-  run_node,
-  supports_device,
-)
+from typing import TYPE_CHECKING, Any
+
 from dmljax._src.onnx.ops import (
   argmax,
   argmin,
@@ -38,6 +30,33 @@ from dmljax._src.onnx.ops import (
   reduce_sum_square,
   top_k,
 )
+
+# The backend needs the onnx package; the functions above do not, so it is imported on first use.
+_BACKEND_NAMES = ("SUPPORTED_OPS", "Backend", "BackendRep", "ModelError", "prepare", "run_model", "run_node",
+                  "supports_device")  # fmt: skip
+
+if TYPE_CHECKING:
+  from dmljax._src.onnx.backend import (
+    SUPPORTED_OPS,
+    Backend,
+    BackendRep,
+    ModelError,
+    prepare,
+    run_model,
+    run_node,
+    supports_device,
+  )
+
+
+def __getattr__(name: str) -> Any:
+  if name in _BACKEND_NAMES:
+    try:
+      from dmljax._src.onnx import backend
+    except ModuleNotFoundError as e:
+      raise ImportError(f'dmljax.onnx.{name} needs the onnx package: pip install "dmljax[onnx]" ({e})') from e
+    return getattr(backend, name)
+  raise AttributeError(f"module 'dmljax.onnx' has no attribute {name!r}")
+
 
 __all__ = [
   "SUPPORTED_OPS",
