@@ -85,7 +85,7 @@ class _Node:
     return self.attrs.get(name, default)
 
 
-# Inputs that set a shape, by op type: input position -> (what, why it must be static).
+# Inputs that set a shape, by op type: input position -> what the input is.
 _SHAPE_SETTING = "it sets the output's shape, which JAX fixes when it traces the function"
 _STATIC_SLOTS: dict[str, dict[int, str]] = {
   "TopK": {1: "K"},
