@@ -46,7 +46,7 @@ def direct(logits: jax.Array, table: jax.Array) -> tuple[jax.Array, jax.Array, j
   mixed = dml.reduce(gates[..., None] * picked, dml.ReduceFunction.SUM, (1,), keepdims=False, index_dtype=jnp.int32)
   first = dml.argmax(logits, -1, direction="increasing", keepdims=False, index_dtype=index)
   on_off = jnp.array([0.0, 1.0], jnp.float32)
-  dispatch = dml.one_hot(jnp.expand_dims(first, 1), on_off, table.shape[0], axis=1)
+  dispatch = dml.one_hot(first, table.shape[0], axis=1, on_value=on_off[1], off_value=on_off[0])
   load = dml.reduce(dispatch, dml.ReduceFunction.SUM, (0,), keepdims=False, index_dtype=jnp.int32)
   return mixed, load, indices
 

@@ -261,7 +261,8 @@ def one_hot(indices: ArrayLike, depth: Any, values: ArrayLike, *, axis: int = -1
 
 def _one_hot_at(indices: jax.Array, depth: int, values: ArrayLike, axis: int) -> jax.Array:
   """dmljax's one_hot with the new axis at ``axis`` (in ``[0, indices.ndim]``), ``values`` = [off, on]."""
-  return _dml_one_hot(jnp.expand_dims(indices, axis), values, depth, axis=axis)
+  flat = jnp.asarray(values).reshape(-1)
+  return _dml_one_hot(indices, depth, axis=axis, on_value=flat[1], off_value=flat[0], dtype=flat.dtype)
 
 
 __all__: Sequence[str] = (
