@@ -7,16 +7,25 @@ float comparator is the IEEE total order (sign-magnitude bit order), so a
 32-bit key bitcast to a float32 whose total order is the key's order runs on
 the fast path with no loss of exactness. Long CPU rows go through an exact
 two-stage selection instead.
+
+Other platforms run ``lax.top_k`` on the keys. On GPUs, XLA's fast ``TopK``
+kernel covers only float32 and bfloat16 operands, so int32 keys there take a
+sort of the whole row; :mod:`radix_select` holds an exact selection that sorts
+only the ``k`` selected elements. It is not used by default: no GPU measurement
+says it is faster yet. :func:`set_gpu_selection` picks the algorithm of GPU
+platforms (CUDA and ROCm) for programs traced afterwards.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dmljax._src import dtypes
+from dmljax._src import dtypes, radix_select
 from dmljax._src.rank_keys import key_as_total_order_float
 
 
@@ -116,4 +125,52 @@ def top_k_by_key(key: jax.Array, k: int) -> jax.Array:
     _, order = lax.sort((~key, iota), dimension=key.ndim - 1, is_stable=True, num_keys=1)
     return lax.slice_in_dim(order, 0, k, axis=key.ndim - 1)
 
-  return lax.platform_dependent(key, cpu=lambda key: cpu_top_k_by_key(key, k), default=lambda key: lax.top_k(key, k)[1])
+  return _by_platform(
+    key,
+    cpu=lambda key: cpu_top_k_by_key(key, k),
+    gpu=lambda key: gpu_top_k_by_key(key, k),
+    default=lambda key: lax.top_k(key, k)[1],
+  )
+
+
+# The GPU algorithm of top_k_by_key: "lax_top_k" (the default, XLA's TopK), "radix" (radix_select's
+# XLA composition) or "radix_pallas" (its counting passes as a Pallas kernel). Read at trace time;
+# change it with set_gpu_selection, which also drops compiled programs so that they retrace.
+GPU_SELECTIONS = ("lax_top_k", "radix", "radix_pallas")
+GPU_SELECTION = "lax_top_k"
+# Runs the Pallas kernel in interpret mode (tests force the GPU branch on CPU with it).
+_PALLAS_INTERPRET = False
+
+
+def set_gpu_selection(selection: str) -> str:
+  """Sets :data:`GPU_SELECTION` (one of :data:`GPU_SELECTIONS`), clears JAX's caches, returns the old value."""
+  global GPU_SELECTION
+  if selection not in GPU_SELECTIONS:
+    raise ValueError(f"GPU selection must be one of {GPU_SELECTIONS}; got {selection!r}")
+  previous, GPU_SELECTION = GPU_SELECTION, selection
+  if previous != selection:
+    jax.clear_caches()
+  return previous
+
+
+def gpu_top_k_by_key(key: jax.Array, k: int) -> jax.Array:
+  """:func:`top_k_by_key` as traced for GPU platforms under :data:`GPU_SELECTION`."""
+  if GPU_SELECTION == "radix":
+    return radix_select.radix_top_k(key, k)
+  if GPU_SELECTION == "radix_pallas":
+    return radix_select.pallas_radix_top_k(key, k, interpret=_PALLAS_INTERPRET)
+  return lax.top_k(key, k)[1]
+
+
+Branch = Callable[[jax.Array], jax.Array]
+
+
+def _by_platform(key: jax.Array, *, cpu: Branch, gpu: Branch, default: Branch) -> jax.Array:
+  """The platform's branch; GPU platforms get their own only when :data:`GPU_SELECTION` asks for one.
+
+  With the default selection the program is the one-branch-per-CPU-or-not it has always been.
+  Tests replace this function to run the GPU branch on CPU.
+  """
+  if GPU_SELECTION == "lax_top_k":
+    return lax.platform_dependent(key, cpu=cpu, default=default)
+  return lax.platform_dependent(key, cpu=cpu, cuda=gpu, rocm=gpu, default=default)
