@@ -1,0 +1,274 @@
+"""The exact GPU selection (radix select + compaction + a sort of k), checked on CPU.
+
+No GPU runs here: the selection functions are called directly (the Pallas kernel
+in interpret mode), and ``dml.top_k`` runs with the GPU branch forced on CPU
+(``key_top_k._by_platform`` replaced) under each GPU selection. Lowerings for
+CUDA are inspected structurally: with the radix selection no sort or top-k spans
+a whole row.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from _helpers import bits, x64
+from jax import export
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+from reference import ref_top_k
+
+import dmljax as dml
+from dmljax._src import key_top_k, radix_select, rank_keys
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import gpu_lowering
+
+DTYPES_32 = (
+  np.float32,
+  np.float16,
+  ml_dtypes.bfloat16,
+  np.int8,
+  np.int16,
+  np.int32,
+  np.uint8,
+  np.uint16,
+  np.uint32,
+)
+DTYPES_64 = (np.float64, np.int64, np.uint64)
+DIRECTIONS = ("decreasing", "increasing")
+# Row lengths that are not multiples of the kernel's chunk, short and over one chunk.
+LENGTHS = (37, radix_select.PALLAS_CHUNK + 88)
+
+
+def _ks(n: int) -> tuple[int, ...]:
+  return (1, 2, n // 2, n - 1, n)
+
+
+def _sample(dtype: Any, shape: tuple[int, int], seed: int) -> np.ndarray:
+  """Random bit patterns (NaN payloads included), the type's special values, and heavy ties."""
+  rng = np.random.default_rng(seed)
+  dtype = np.dtype(dtype)
+  width = dtype.itemsize * 8
+  raw = rng.integers(0, 1 << width, shape, dtype=np.uint64).astype(f"uint{width}").view(dtype)
+  if jnp.issubdtype(dtype, jnp.floating):
+    specials = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0], np.float64).astype(dtype)
+    unsigned = np.dtype(f"uint{width}")
+    quiet = np.array(np.nan, dtype).view(unsigned)
+    sign = np.array(1 << (width - 1), unsigned)
+    payloads = np.array([quiet | 1, quiet | 3, quiet | 1 | sign], unsigned).view(dtype)  # NaNs with payloads
+    # Random NaNs made quiet (payload and sign kept): NumPy's reference warns on signalling ones.
+    raw_bits = raw.view(unsigned)
+    is_nan = (raw_bits & ~sign) > np.array(np.inf, dtype).view(unsigned)
+    raw = np.where(is_nan, raw_bits | quiet, raw_bits).view(dtype)
+    # Subnormals are left out: the rank keys tie them with zero on XLA:CPU (a rank_keys matter, not a
+    # selection one; every path sees the same keys).
+    magnitude = raw.view(unsigned) & ~sign
+    subnormal = (magnitude != 0) & (magnitude < np.array(ml_dtypes.finfo(dtype).smallest_normal, dtype).view(unsigned))
+    raw = np.where(subnormal, np.zeros_like(raw), raw)
+    specials = np.concatenate([specials, payloads, np.array([ml_dtypes.finfo(dtype).max], dtype)])
+    ties = rng.integers(-2, 3, shape).astype(dtype)
+  else:
+    info = np.iinfo(dtype)
+    specials = np.array([info.min, info.max, 0, 1, info.max - 1], dtype)
+    ties = rng.integers(max(info.min, -2), 3, shape).astype(dtype)
+  pick = rng.integers(0, 3, shape)
+  out = np.where(pick == 0, raw, np.where(pick == 1, rng.choice(specials, shape), ties))
+  out[0] = specials[0]  # one row of a single value: all ties
+  return out.astype(dtype)
+
+
+def _key(x: np.ndarray, direction: str) -> jax.Array:
+  key = rank_keys.ascending_key if direction == "decreasing" else rank_keys.descending_key
+  return key(jnp.asarray(x))
+
+
+def _check(x: np.ndarray, k: int, direction: str, indices: Any) -> None:
+  want_values, want_indices = ref_top_k(x, k, -1, direction)
+  indices = np.asarray(indices)
+  np.testing.assert_array_equal(indices, want_indices, err_msg=f"{x.dtype} {direction} k={k}")
+  np.testing.assert_array_equal(bits(np.take_along_axis(x, indices, axis=-1)), bits(want_values))
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+def test_radix_top_k_is_exact_for_every_32_bit_type(n: int) -> None:
+  inputs = [(_sample(d, (3, n), 100 + i), direction) for i, d in enumerate(DTYPES_32) for direction in DIRECTIONS]
+  for k in _ks(n):
+    select = jax.jit(lambda key, k=k: radix_select.radix_top_k(key, k))
+    for x, direction in inputs:
+      _check(x, k, direction, select(_key(x, direction)))
+
+
+def test_radix_top_k_is_exact_for_64_bit_keys() -> None:
+  n = LENGTHS[1]
+  with x64():
+    inputs = [(_sample(d, (3, n), 200 + i), direction) for i, d in enumerate(DTYPES_64) for direction in DIRECTIONS]
+    for k in (1, 2, n // 2, n - 1, n):
+      select = jax.jit(lambda key, k=k: radix_select.radix_top_k(key, k))
+      for x, direction in inputs:
+        key = _key(x, direction)
+        assert key.dtype == np.int64
+        _check(x, k, direction, select(key))
+
+
+@pytest.mark.parametrize(("n", "k"), [(LENGTHS[0], LENGTHS[0] - 1), (LENGTHS[1], 2), (LENGTHS[1], LENGTHS[1] // 2)])
+def test_pallas_selection_in_interpret_mode_is_exact(n: int, k: int) -> None:
+  """The kernel's (threshold, rank) per row equal the XLA passes', and the selection built on it is exact."""
+  dtypes = (np.float32, ml_dtypes.bfloat16, np.int8, np.uint32)
+  inputs = [(_sample(d, (3, n), 300 + i), direction) for i, d in enumerate(dtypes) for direction in DIRECTIONS]
+  keys = jnp.concatenate([_key(x, direction) for x, direction in inputs])
+  threshold, rank = jax.jit(lambda key: radix_select.radix_threshold(key, k))(keys)
+  assert (np.asarray(rank) >= 1).all() and (np.asarray(rank) <= k).all()
+  got = jax.jit(lambda key: radix_select.pallas_radix_top_k(key, k, interpret=True))(keys)
+  for row, (x, direction) in enumerate(inputs):
+    _check(x, k, direction, got[3 * row : 3 * row + 3])
+  kernel = jax.jit(lambda key: radix_select.pallas_radix_threshold(key, k, interpret=True))(keys)
+  np.testing.assert_array_equal(np.asarray(kernel[0]), np.asarray(threshold))
+  np.testing.assert_array_equal(np.asarray(kernel[1]), np.asarray(rank))
+
+
+def test_threshold_is_the_kth_largest_key_and_rank_counts_its_ties() -> None:
+  keys = np.array([[5, 7, 7, 7, -3, 7, np.iinfo(np.int32).min, 9]], np.int32)
+  # Sorted descending: 9, 7, 7, 7, 7, 5, -3, min.
+  for k, (threshold, rank) in {1: (9, 1), 2: (7, 1), 4: (7, 3), 5: (7, 4), 6: (5, 1), 8: (-(1 << 31), 1)}.items():
+    t, r = radix_select.radix_threshold(jnp.asarray(keys), k)
+    assert (int(t[0]), int(r[0])) == (threshold, rank), k
+
+
+# --- dml.top_k with the GPU branch forced on CPU --------------------------------------------------------------
+
+
+@pytest.fixture(params=["radix", "radix_pallas"])
+def forced(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+  """``dml.top_k`` runs the GPU branch on CPU under the given selection (Pallas in interpret mode)."""
+  monkeypatch.setattr(key_top_k, "_by_platform", lambda key, *, cpu, gpu, default: gpu(key))
+  monkeypatch.setattr(key_top_k, "_PALLAS_INTERPRET", True)
+  previous = key_top_k.set_gpu_selection(request.param)
+  jax.clear_caches()
+  try:
+    yield request.param
+  finally:
+    key_top_k.set_gpu_selection(previous)
+    monkeypatch.undo()
+    jax.clear_caches()
+
+
+def _ops(fn: Callable[..., Any], *args: Any) -> str:
+  return jax.jit(fn).lower(*args).as_text()
+
+
+def test_forced_branch_runs_the_radix_selection(forced: str) -> None:
+  x = _sample(np.float32, (4, 50), 400)
+  text = _ops(lambda x: dml.top_k(x, 5), x)
+  assert "chlo.top_k" not in text and "scatter" in text
+  for direction in DIRECTIONS:
+    for axis in (0, 1):
+      values, indices = jax.jit(lambda x, d=direction, a=axis: dml.top_k(x, 3, axis=a, direction=d))(x)
+      want_values, want_indices = ref_top_k(x, 3, axis, direction)
+      np.testing.assert_array_equal(np.asarray(indices), want_indices)
+      np.testing.assert_array_equal(bits(values), bits(want_values))
+
+
+def test_forced_branch_vmap_and_derivatives(forced: str) -> None:
+  x = _sample(np.int8, (3, 40), 401).astype(np.float32)
+  batched = jax.vmap(lambda row: dml.top_k(row, 4))(x)
+  want_values, want_indices = ref_top_k(x, 4, -1, "decreasing")
+  np.testing.assert_array_equal(np.asarray(batched[1]), want_indices)
+  np.testing.assert_array_equal(bits(batched[0]), bits(want_values))
+  tangent = np.random.default_rng(402).standard_normal(x.shape).astype(np.float32)
+  _, value_tangent = jax.jvp(lambda x: dml.top_k(x, 4)[0], (x,), (tangent,))
+  np.testing.assert_array_equal(np.asarray(value_tangent), np.take_along_axis(tangent, want_indices, axis=-1))
+  grad = jax.grad(lambda x: jnp.sum(dml.top_k(x, 4)[0]))(x)
+  expected = np.zeros_like(x)
+  np.put_along_axis(expected, want_indices, 1.0, axis=-1)
+  np.testing.assert_array_equal(np.asarray(grad), expected)
+
+
+@pytest.mark.parametrize("kind", ["auto", "explicit"])
+def test_forced_branch_along_a_sharded_axis(forced: str, kind: str) -> None:
+  x = _sample(np.int16, (4, 64), 403).astype(np.float32)
+  want_values, want_indices = ref_top_k(x, 5, -1, "increasing")
+  if kind == "explicit":
+    mesh = jax.make_mesh((2, 4), ("b", "x"))
+  else:
+    mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("b", "x"))
+  sharding = NamedSharding(mesh, P("b", "x"))
+  fn = jax.jit(lambda x: dml.top_k(x, 5, direction="increasing"))
+  text = fn.lower(jax.device_put(x, sharding)).compile().as_text()
+  assert "all-gather" in text  # per-shard candidates merged, not the whole row gathered by XLA
+  for values, indices in (
+    fn(jax.device_put(x, sharding)),
+    jax.jit(lambda x: dml.top_k(x, 5, direction="increasing"), in_shardings=sharding)(x),
+  ):
+    np.testing.assert_array_equal(np.asarray(indices), want_indices)
+    np.testing.assert_array_equal(bits(values), bits(want_values))
+
+
+def test_forced_branch_exports_and_round_trips(forced: str) -> None:
+  x = _sample(np.uint8, (3, 45), 404)
+  fn = jax.jit(lambda x: dml.top_k(x, 6))
+  exported = export.export(fn, platforms=("cpu",))(jax.ShapeDtypeStruct(x.shape, x.dtype))
+  assert "chlo.top_k" not in exported.mlir_module()
+  values, indices = export.deserialize(exported.serialize()).call(x)
+  want_values, want_indices = ref_top_k(x, 6, -1, "decreasing")
+  np.testing.assert_array_equal(np.asarray(indices), want_indices)
+  np.testing.assert_array_equal(np.asarray(values), want_values)
+
+
+# --- the switch and the CUDA lowering -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def selection() -> Iterator[Callable[[str], None]]:
+  previous = key_top_k.GPU_SELECTION
+  yield lambda value: key_top_k.set_gpu_selection(value) and None
+  key_top_k.set_gpu_selection(previous)
+
+
+def test_default_is_lax_top_k_and_bad_values_are_refused(selection: Callable[[str], None]) -> None:
+  assert key_top_k.GPU_SELECTION == "lax_top_k"
+  with pytest.raises(ValueError, match="radix"):
+    selection("bitonic")
+  assert key_top_k.GPU_SELECTION == "lax_top_k"
+
+
+SHAPE = (64, 4096)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8", "uint32"])
+def test_cuda_lowering_with_radix_has_no_full_row_sort(selection: Callable[[str], None], dtype: str) -> None:
+  for k in (8, 1024, SHAPE[1] - 1):
+    selection("lax_top_k")
+    module = gpu_lowering.lower_for_cuda(lambda x, k=k: dml.top_k(x, k), SHAPE, dtype)
+    assert gpu_lowering.full_row_sorts(module, SHAPE), "the default lowers to a top_k over the whole row"
+    for choice in ("radix", "radix_pallas"):
+      selection(choice)
+      module = gpu_lowering.lower_for_cuda(lambda x, k=k: dml.top_k(x, k), SHAPE, dtype)
+      assert not gpu_lowering.full_row_sorts(module, SHAPE), (choice, k)
+      ops = dict(gpu_lowering.selection_ops(module))
+      assert ops["stablehlo.sort"] == (f"tensor<64x{k}xi32>", f"tensor<64x{k}xi32>")
+      triton = [op for op in ops if "triton" in op]
+      assert bool(triton) == (choice == "radix_pallas"), ops
+
+
+def test_cuda_lowering_keeps_cpu_branch_in_multi_platform_export(selection: Callable[[str], None]) -> None:
+  """A program exported for CPU and CUDA runs the CPU fast path on CPU, whatever the GPU selection."""
+  x = _sample(np.float32, (2, 300), 405)
+  selection("radix")
+  exported = export.export(jax.jit(lambda x: dml.top_k(x, 7)), platforms=("cpu", "cuda"))(
+    jax.ShapeDtypeStruct(x.shape, x.dtype)
+  )
+  text = exported.mlir_module()
+  assert "top_k" in text and "scatter" in text  # CPU's lax.top_k and CUDA's compaction, side by side
+  values, indices = export.deserialize(exported.serialize()).call(x)
+  want_values, want_indices = ref_top_k(x, 7, -1, "decreasing")
+  np.testing.assert_array_equal(np.asarray(indices), want_indices)
+  np.testing.assert_array_equal(bits(values), bits(want_values))
