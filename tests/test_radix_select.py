@@ -9,6 +9,7 @@ a whole row.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -87,8 +88,12 @@ def _sample(dtype: Any, shape: tuple[int, int], seed: int) -> np.ndarray:
 
 
 def _key(x: np.ndarray, direction: str) -> jax.Array:
-  key = rank_keys.ascending_key if direction == "decreasing" else rank_keys.descending_key
-  return key(jnp.asarray(x))
+  return _keys(jnp.asarray(x), direction == "decreasing")
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _keys(x: jax.Array, descending: bool) -> jax.Array:
+  return rank_keys.ascending_key(x) if descending else rank_keys.descending_key(x)
 
 
 def _check(x: np.ndarray, k: int, direction: str, indices: Any) -> None:
@@ -101,25 +106,26 @@ def _check(x: np.ndarray, k: int, direction: str, indices: Any) -> None:
 @pytest.mark.parametrize("n", LENGTHS)
 def test_radix_top_k_is_exact_for_every_32_bit_type(n: int) -> None:
   inputs = [(_sample(d, (3, n), 100 + i), direction) for i, d in enumerate(DTYPES_32) for direction in DIRECTIONS]
+  keys = jnp.concatenate([_key(x, direction) for x, direction in inputs])  # one batch: 3 rows per input
   for k in _ks(n):
-    select = jax.jit(lambda key, k=k: radix_select.radix_top_k(key, k))
-    for x, direction in inputs:
-      _check(x, k, direction, select(_key(x, direction)))
+    got = np.asarray(jax.jit(lambda key, k=k: radix_select.radix_top_k(key, k))(keys))
+    for row, (x, direction) in enumerate(inputs):
+      _check(x, k, direction, got[3 * row : 3 * row + 3])
 
 
 def test_radix_top_k_is_exact_for_64_bit_keys() -> None:
   n = LENGTHS[1]
   with x64():
     inputs = [(_sample(d, (3, n), 200 + i), direction) for i, d in enumerate(DTYPES_64) for direction in DIRECTIONS]
-    for k in (1, 2, n // 2, n - 1, n):
-      select = jax.jit(lambda key, k=k: radix_select.radix_top_k(key, k))
-      for x, direction in inputs:
-        key = _key(x, direction)
-        assert key.dtype == np.int64
-        _check(x, k, direction, select(key))
+    keys = jnp.concatenate([_key(x, direction) for x, direction in inputs])
+    assert keys.dtype == np.int64
+    for k in _ks(n):
+      got = np.asarray(jax.jit(lambda key, k=k: radix_select.radix_top_k(key, k))(keys))
+      for row, (x, direction) in enumerate(inputs):
+        _check(x, k, direction, got[3 * row : 3 * row + 3])
 
 
-@pytest.mark.parametrize(("n", "k"), [(LENGTHS[0], LENGTHS[0] - 1), (LENGTHS[1], 2), (LENGTHS[1], LENGTHS[1] // 2)])
+@pytest.mark.parametrize(("n", "k"), [(LENGTHS[0], LENGTHS[0] - 1), (LENGTHS[1], LENGTHS[1] // 2)])
 def test_pallas_selection_in_interpret_mode_is_exact(n: int, k: int) -> None:
   """The kernel's (threshold, rank) per row equal the XLA passes', and the selection built on it is exact."""
   dtypes = (np.float32, ml_dtypes.bfloat16, np.int8, np.uint32)
@@ -127,12 +133,24 @@ def test_pallas_selection_in_interpret_mode_is_exact(n: int, k: int) -> None:
   keys = jnp.concatenate([_key(x, direction) for x, direction in inputs])
   threshold, rank = jax.jit(lambda key: radix_select.radix_threshold(key, k))(keys)
   assert (np.asarray(rank) >= 1).all() and (np.asarray(rank) <= k).all()
-  got = jax.jit(lambda key: radix_select.pallas_radix_top_k(key, k, interpret=True))(keys)
+  got = np.asarray(jax.jit(lambda key: radix_select.pallas_radix_top_k(key, k, interpret=True))(keys))
   for row, (x, direction) in enumerate(inputs):
     _check(x, k, direction, got[3 * row : 3 * row + 3])
   kernel = jax.jit(lambda key: radix_select.pallas_radix_threshold(key, k, interpret=True))(keys)
   np.testing.assert_array_equal(np.asarray(kernel[0]), np.asarray(threshold))
   np.testing.assert_array_equal(np.asarray(kernel[1]), np.asarray(rank))
+
+
+@pytest.mark.parametrize("radix_bits", [2, 8])
+def test_histogram_counting_is_exact(monkeypatch: pytest.MonkeyPatch, radix_bits: int) -> None:
+  """The scatter-add counting variant, at other digit widths, selects exactly as the reference."""
+  monkeypatch.setattr(radix_select, "RADIX_COUNTING", "histogram")
+  n, k = LENGTHS[1], LENGTHS[1] // 3
+  inputs = [(_sample(d, (3, n), 500 + i), "decreasing") for i, d in enumerate((np.float16, np.int32, np.uint8))]
+  keys = jnp.concatenate([_key(x, direction) for x, direction in inputs])
+  got = np.asarray(jax.jit(lambda key: radix_select.radix_top_k(key, k, radix_bits=radix_bits))(keys))
+  for row, (x, direction) in enumerate(inputs):
+    _check(x, k, direction, got[3 * row : 3 * row + 3])
 
 
 def test_threshold_is_the_kth_largest_key_and_rank_counts_its_ties() -> None:
@@ -169,12 +187,11 @@ def test_forced_branch_runs_the_radix_selection(forced: str) -> None:
   x = _sample(np.float32, (4, 50), 400)
   text = _ops(lambda x: dml.top_k(x, 5), x)
   assert "chlo.top_k" not in text and "scatter" in text
-  for direction in DIRECTIONS:
-    for axis in (0, 1):
-      values, indices = jax.jit(lambda x, d=direction, a=axis: dml.top_k(x, 3, axis=a, direction=d))(x)
-      want_values, want_indices = ref_top_k(x, 3, axis, direction)
-      np.testing.assert_array_equal(np.asarray(indices), want_indices)
-      np.testing.assert_array_equal(bits(values), bits(want_values))
+  for direction, axis in (("decreasing", 1), ("increasing", 0)):
+    values, indices = jax.jit(lambda x, d=direction, a=axis: dml.top_k(x, 3, axis=a, direction=d))(x)
+    want_values, want_indices = ref_top_k(x, 3, axis, direction)
+    np.testing.assert_array_equal(np.asarray(indices), want_indices)
+    np.testing.assert_array_equal(bits(values), bits(want_values))
 
 
 def test_forced_branch_vmap_and_derivatives(forced: str) -> None:

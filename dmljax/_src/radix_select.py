@@ -45,8 +45,11 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 
-# Digit width of one counting pass; 32-bit keys take 8 passes of 16 counters.
+# Digit width of one counting pass of the XLA composition; 32-bit keys take 8 passes of 16 counters.
 RADIX_BITS = 4
+# How the XLA composition counts digits: "compare" or "histogram" (see _digit_counts). Both are exact;
+# which is faster, and at which RADIX_BITS, is for a GPU measurement. Read at trace time.
+RADIX_COUNTING = "compare"
 # Keys per loop step inside the Pallas kernel (a power of two, as Triton's blocks must be).
 PALLAS_CHUNK = 512
 # Warps per program of the Triton kernel (one program per row).
@@ -61,9 +64,21 @@ def _unsigned(key: jax.Array) -> jax.Array:
 
 
 def _digit_counts(bits: jax.Array, live: jax.Array, shift: int, radix_bits: int) -> jax.Array:
-  """For every digit value ``d``: how many live keys have digit ``>= d`` at ``shift`` (last axis reduced)."""
+  """For every digit value ``d``: how many live keys have digit ``>= d`` at ``shift`` (last axis reduced).
+
+  :data:`RADIX_COUNTING` ``"compare"``: one compare per key and digit value, summed (a fused
+  reduction, ``2 ** radix_bits`` compares per key); ``"histogram"``: a scatter-add of each live key
+  into its digit's counter, then a running sum over the ``2 ** radix_bits`` counters.
+  """
   radix = 1 << radix_bits
   digit = (bits >> np.array(shift, bits.dtype)) & np.array(radix - 1, bits.dtype)
+  if RADIX_COUNTING == "histogram":
+    rows = int(np.prod(bits.shape[:-1], dtype=np.int64))
+    n = bits.shape[-1]
+    add = jax.vmap(lambda d, w: jnp.zeros((radix,), np.int32).at[d].add(w, mode="promise_in_bounds"))
+    histogram = add(digit.astype(np.int32).reshape(rows, n), live.astype(np.int32).reshape(rows, n))
+    at_least = jnp.flip(jnp.cumsum(jnp.flip(histogram, -1), axis=-1, dtype=np.int32), -1)
+    return at_least.reshape(*bits.shape[:-1], radix)
   values = lax.broadcasted_iota(bits.dtype, (*bits.shape, radix), bits.ndim)
   hits = (digit[..., None] >= values) & live[..., None]
   return jnp.sum(hits, axis=-2, dtype=np.int32)
@@ -183,11 +198,11 @@ def compact(key: jax.Array, threshold: jax.Array, rank: jax.Array, k: int) -> ja
   equal = key == t
   taken = (key > t) | (equal & (jnp.cumsum(equal, axis=-1, dtype=np.int32) <= rank[..., None]))
   slot = jnp.where(taken, jnp.cumsum(taken, axis=-1, dtype=np.int32) - 1, np.int32(k))
-  iota = lax.broadcasted_iota(np.dtype(np.int32), key.shape, key.ndim - 1)
+  iota = lax.broadcasted_iota(np.dtype(np.int32), (n,), 0)
   rows = int(np.prod(key.shape[:-1], dtype=np.int64))
-  row = lax.broadcasted_iota(np.dtype(np.int32), (rows, n), 0)
-  out = jnp.zeros((rows, k), np.int32).at[row, slot.reshape(rows, n)].set(iota.reshape(rows, n), mode="drop")
-  return out.reshape(*key.shape[:-1], k)
+  # One scatter with the rows as a batch dimension: no row index is materialised per element.
+  place = jax.vmap(lambda slots: jnp.zeros((k,), np.int32).at[slots].set(iota, mode="drop"))
+  return place(slot.reshape(rows, n)).reshape(*key.shape[:-1], k)
 
 
 def order_selected(key: jax.Array, indices: jax.Array) -> jax.Array:
