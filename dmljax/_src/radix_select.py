@@ -42,8 +42,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.experimental import pallas as pl
-from jax.experimental.pallas import triton as pltriton
 
 # Digit width of one counting pass of the XLA composition; 32-bit keys take 8 passes of 16 counters.
 RADIX_BITS = 4
@@ -122,6 +120,8 @@ def _chunk_counts(
   key_ref: Any, chunk: int, shift: int, fixed: np.ndarray, prefix: jax.Array, radix: int, c: jax.Array, counts: Any
 ) -> Any:
   """One loop step of the kernel: the ``>=`` digit counts of keys ``[c * chunk, (c + 1) * chunk)``, added."""
+  from jax.experimental import pallas as pl  # Pallas loads only when a kernel is traced
+
   bits = key_ref[pl.ds(c * chunk, chunk)] ^ _SIGN32
   live = (bits & fixed) == prefix
   digit = lax.shift_right_logical(bits, np.int32(shift)) & np.int32(radix - 1)
@@ -165,6 +165,9 @@ def pallas_radix_threshold(
   Rows are padded with the smallest key to a multiple of ``chunk``; padding lies above every real
   index and ranks last, so it can only tie with a threshold that the real keys reach first.
   """
+  from jax.experimental import pallas as pl  # Pallas loads only when a kernel is traced
+  from jax.experimental.pallas import triton as pltriton
+
   if key.dtype != np.int32:
     raise ValueError(f"the Pallas threshold takes int32 keys; got {key.dtype}")
   batch, n = key.shape[:-1], key.shape[-1]
