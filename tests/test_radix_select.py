@@ -257,6 +257,19 @@ def test_default_is_lax_top_k_and_bad_values_are_refused(selection: Callable[[st
   assert key_top_k.GPU_SELECTION == "lax_top_k"
 
 
+def test_flipping_the_selection_retraces(monkeypatch: pytest.MonkeyPatch, selection: Callable[[str], None]) -> None:
+  """The library's own jitted top_k picks up a new selection: set_gpu_selection drops compiled programs."""
+  monkeypatch.setattr(key_top_k, "_by_platform", lambda key, *, cpu, gpu, default: gpu(key))
+  x = np.arange(24, dtype=np.float32).reshape(2, 12)
+  found = {}
+  for choice in ("lax_top_k", "radix", "lax_top_k"):
+    selection(choice)
+    found[choice] = "chlo.top_k" in _ops(lambda x: dml.top_k(x, 3), x)
+    np.testing.assert_array_equal(np.asarray(dml.top_k(x, 3)[1]), [[11, 10, 9], [11, 10, 9]])
+  assert found == {"lax_top_k": True, "radix": False}
+  jax.clear_caches()
+
+
 SHAPE = (64, 4096)
 
 
