@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> None:
       for dtype in args.dtypes:
         for k in args.k:
           module = lower_for_cuda(lambda x, k=k: dml.top_k(x, k), shape, dtype)
-          whole = "FULL-ROW SORT" if full_row_sorts(module, shape) else "no full-row sort"
+          whole = ("" if full_row_sorts(module, shape) else "no ") + "sort or top_k over whole rows"
           print(f"top_k {dtype} {args.shape} k={k}: {whole}")
           for op, types in selection_ops(module):
             print(f"    {op}: {' '.join(types)}")
