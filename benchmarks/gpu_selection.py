@@ -1,0 +1,110 @@
+"""Times dml.top_k under each GPU selection against jax.lax.top_k and torch.topk; for a machine with a GPU.
+
+For every input type and ``k``, prints the median milliseconds of ``jax.lax.top_k`` on the raw values,
+of ``dml.top_k`` under each selection of ``dmljax._src.key_top_k`` (and each counting strategy of the
+radix composition) and of ``torch.topk`` when a CUDA build of PyTorch is present. Every selection's
+values and indices are compared bit for bit with the first one's (``lax_top_k``, exact); a difference
+prints ``MISMATCH``. On CPU the selections do not apply (CPU has its own path): the numbers then
+only show that the script runs.
+
+Run: ``python benchmarks/gpu_selection.py [--shape 64x131072] [--k 1 8 50 256 1024] [--reps 50]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import dmljax as dml
+from dmljax._src import key_top_k, radix_select
+
+
+def median_ms(f: Callable[..., Any], *args: Any, reps: int) -> float:
+  jax.block_until_ready(f(*args))
+  times = []
+  for _ in range(reps):
+    start = time.perf_counter()
+    jax.block_until_ready(f(*args))
+    times.append(time.perf_counter() - start)
+  return 1e3 * float(np.median(times))
+
+
+def torch_ms(x: jax.Array, k: int, reps: int) -> float | None:
+  try:
+    import torch
+  except ImportError:
+    return None
+  if not torch.cuda.is_available():
+    return None
+  dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int32": torch.int32}
+  t = torch.from_numpy(np.asarray(jax.device_get(x.astype(jnp.float32)))).cuda().to(dtype[str(x.dtype)])
+  torch.topk(t, k)
+  torch.cuda.synchronize()
+  times = []
+  for _ in range(reps):
+    start = time.perf_counter()
+    torch.topk(t, k)
+    torch.cuda.synchronize()
+    times.append(time.perf_counter() - start)
+  return 1e3 * float(np.median(times))
+
+
+def same_bits(a: Any, b: Any) -> bool:
+  return all(
+    np.array_equal(np.asarray(u).view(np.uint8), np.asarray(v).view(np.uint8)) for u, v in zip(a, b, strict=True)
+  )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--shape", default="64x131072")
+  parser.add_argument("--k", type=int, nargs="*", default=[1, 8, 50, 256, 1024])
+  parser.add_argument("--reps", type=int, default=50)
+  args = parser.parse_args(argv)
+  rows, n = (int(s) for s in args.shape.split("x"))
+  base = jax.random.normal(jax.random.key(0), (rows, n), jnp.float32)
+  inputs = {
+    "float32": base,
+    "float16": base.astype(jnp.float16),
+    "bfloat16": base.astype(jnp.bfloat16),
+    "int32": (base * 1e6).astype(jnp.int32),
+  }
+  print(f"device: {jax.devices()[0].device_kind}; float32 input: {base.nbytes / 2**20:.1f} MiB")
+  previous = key_top_k.GPU_SELECTION, radix_select.RADIX_COUNTING
+  try:
+    for name, x in inputs.items():
+      for k in args.k:
+        row = [f"{name} {args.shape} k={k}"]
+        row.append(f"lax.top_k {median_ms(jax.jit(lambda x, k=k: jax.lax.top_k(x, k)), x, reps=args.reps):.3f}")
+        first = None
+        for selection in key_top_k.GPU_SELECTIONS:
+          for counting in ("compare", "histogram") if selection == "radix" else ("compare",):
+            key_top_k.set_gpu_selection(selection)
+            radix_select.RADIX_COUNTING = counting
+            jax.clear_caches()
+            f = jax.jit(lambda x, k=k: dml.top_k(x, k))
+            out = jax.device_get(f(x))
+            first = out if first is None else first
+            exact = "" if same_bits(out, first) else " MISMATCH"
+            row.append(f"{selection}/{counting} {median_ms(f, x, reps=args.reps):.3f}{exact}")
+        torch_time = torch_ms(x, k, args.reps)
+        if torch_time is not None:
+          row.append(f"torch.topk {torch_time:.3f}")
+        print(" | ".join(row), flush=True)
+  finally:
+    key_top_k.set_gpu_selection(previous[0])
+    radix_select.RADIX_COUNTING = previous[1]
+
+
+if __name__ == "__main__":
+  main()
