@@ -222,3 +222,19 @@ def test_top_k_under_set_mesh_with_explicit_axes() -> None:
   _assert_same((values, indices), want)
   assert values.sharding.spec[0] == "b"
   _assert_same(vmapped, dml.top_k(X, 6, axis=1))
+
+
+@pytest.mark.parametrize("axes", [(1,), None, (0, 1)])
+@pytest.mark.parametrize("jit", [False, True])
+def test_multiply_along_an_explicitly_sharded_axis(axes: tuple[int, ...] | None, jit: bool) -> None:
+  """MULTIPLY's CPU row-halving reshape must not trip over an explicit sharding of a reduced axis."""
+  mesh = jax.make_mesh((8,), ("d",), axis_types=(AxisType.Explicit,))
+  x = np.random.default_rng(23).uniform(0.5, 1.5, (4, 64)).astype(np.float32)
+  placed = jax.device_put(x, NamedSharding(mesh, P(None, "d")))
+
+  def fn(v: jax.Array) -> jax.Array:
+    return dml.reduce(v, "multiply", axes, keepdims=True)
+
+  got = (jax.jit(fn) if jit else fn)(placed)
+  want = np.prod(x.astype(np.float64), axis=axes, keepdims=True)
+  np.testing.assert_allclose(np.asarray(got), want, rtol=64 * np.finfo(np.float32).eps)

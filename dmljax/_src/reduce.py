@@ -56,7 +56,7 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-from dmljax._src import arg_reduce, descriptor_path, dtypes, tensor_desc
+from dmljax._src import arg_reduce, descriptor_path, dtypes, shardings, tensor_desc
 from dmljax._src import axes as axes_lib
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -246,7 +246,9 @@ def _product(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
   def plain(x: jax.Array) -> jax.Array:
     return jnp.prod(x, axes, keepdims=True, dtype=x.dtype)
 
-  if not axes or axes != tuple(range(kept, x.ndim)):
+  if not axes or axes != tuple(range(kept, x.ndim)) or shardings.splits_explicitly(x, axes):
+    # An explicit sharding of a reduced axis would need the halving's reshapes to name their output
+    # shardings; the plain product lets XLA reduce each shard and combine the partial products.
     return plain(x)
   return lax.platform_dependent(x, cpu=halving, default=plain)
 
