@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dmljax._src import dtypes
+from dmljax._src import dtypes, platform
 from dmljax._src.rank_keys import key_as_total_order_float
 
 
@@ -116,4 +116,4 @@ def top_k_by_key(key: jax.Array, k: int) -> jax.Array:
     _, order = lax.sort((~key, iota), dimension=key.ndim - 1, is_stable=True, num_keys=1)
     return lax.slice_in_dim(order, 0, k, axis=key.ndim - 1)
 
-  return lax.platform_dependent(key, cpu=lambda key: cpu_top_k_by_key(key, k), default=lambda key: lax.top_k(key, k)[1])
+  return platform.branch(key, cpu=lambda key: cpu_top_k_by_key(key, k), default=lambda key: lax.top_k(key, k)[1])
