@@ -2,7 +2,7 @@
 
 Every place that picks an implementation by platform calls :func:`branch`, a
 ``lax.platform_dependent`` with a ``cpu`` and a ``default`` (GPU, TPU) branch.
-Inside :func:`forced` (private, for tests) the chosen branch is traced on its own
+Inside :func:`forced` or after :func:`force` (private, for tests) the chosen branch is traced on its own
 whatever the platform, so a CPU-only CI runs the code other platforms compile.
 """
 
@@ -30,21 +30,26 @@ def branch(x: jax.Array, *, cpu: Implementation, default: Implementation) -> jax
   return lax.platform_dependent(x, cpu=cpu, default=default)
 
 
-@contextlib.contextmanager
-def forced(which: Branch | None) -> Iterator[None]:
-  """Within the block every :func:`branch` traces ``which`` only (``None``: choose by platform).
+def force(which: Branch | None) -> None:
+  """From now on every :func:`branch` traces ``which`` only (``None``: choose by platform).
 
-  The choice is read at trace time, so JAX's compilation caches are cleared on entry and on exit:
+  The choice is read at trace time, so JAX's compilation caches are cleared whenever it changes:
   no function traced under one choice is reused under another.
   """
   global _forced
-  previous = _forced
   if which not in (None, "cpu", "default"):
     raise ValueError(f"which must be 'cpu', 'default' or None; got {which!r}")
-  _forced = which
-  jax.clear_caches()
+  if which != _forced:
+    _forced = which
+    jax.clear_caches()
+
+
+@contextlib.contextmanager
+def forced(which: Branch | None) -> Iterator[None]:
+  """:func:`force` within the block, the previous choice after it."""
+  previous = _forced
+  force(which)
   try:
     yield
   finally:
-    _forced = previous
-    jax.clear_caches()
+    force(previous)
