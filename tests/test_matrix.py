@@ -113,6 +113,9 @@ def _top_k_row(id: str, shape: tuple[int, ...], k: int, axis: int, branch: platf
     other_axis=kw.pop("other_axis", 0),
     grad_args=(0,),
     grad_make=lambda rng: (_distinct(rng, shape),),
+    # Values half a unit apart keep their order under a 0.05 step (tangents are normal draws), and a step that
+    # large keeps the rounding of values up to a few thousand out of the finite differences.
+    grad_eps=0.05,
     **kw,
   )
 
@@ -420,8 +423,15 @@ def _applies(row: Path, column: str) -> bool:
 
 
 # Sampling: every row runs plain (its expectation) and, with the path check, its trace; of the other cells
-# a fixed-seed sample, drawn so that every row and every column is present.
+# a fixed-seed sample, drawn so that every row and every column is present, plus the cells that once failed.
 _SAMPLE = 0.5
+_ALWAYS = {
+  # Sharded selection of rows past lax.top_k's int32 indices: shards used to return int32 indices.
+  ("top_k/sort_past_int32", "auto_op"),
+  ("top_k/sort_past_int32", "explicit_op"),
+  # Finite differences of selections with values in the thousands.
+  ("top_k/cpu_chunked", "grad"),
+}
 
 
 def _cells() -> list[tuple[Path, str]]:
@@ -429,7 +439,7 @@ def _cells() -> list[tuple[Path, str]]:
   if os.environ.get("DMLJAX_MATRIX") == "full":
     return cells
   rng = np.random.default_rng(20261123)
-  keep = [column == "plain" or rng.random() < _SAMPLE for _, column in cells]
+  keep = [column == "plain" or (row.id, column) in _ALWAYS or rng.random() < _SAMPLE for row, column in cells]
   for column in TRANSFORMS:  # every column at least twice
     missing = [n for n, (_, c) in enumerate(cells) if c == column and not keep[n]]
     while sum(keep[n] for n, (_, c) in enumerate(cells) if c == column) < 2 and missing:
@@ -454,6 +464,7 @@ def test_matrix(row: Path, column: str) -> None:
 
 
 def test_matrix_covers_every_row_and_column() -> None:
+  assert _ALWAYS <= {(row.id, column) for row, column in CELLS}
   assert {row.id for row, _ in CELLS} == {row.id for row in PATHS}
   assert {column for _, column in CELLS} == set(TRANSFORMS)
   assert len({row.id for row in PATHS}) == len(PATHS)
