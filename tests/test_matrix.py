@@ -369,28 +369,36 @@ def _mesh(size: int, explicit: bool) -> jax.sharding.Mesh:
   return jax.make_mesh((size,), ("d",), axis_types=(axis_type,), devices=jax.devices()[:size])
 
 
+def _placed(row: Path, args: tuple[np.ndarray, ...], explicit: bool, axis: int) -> tuple[Any, list[Any], str]:
+  """The row's call, jitted for the first argument split along ``axis`` over as many devices as divide it."""
+  size = next(n for n in (8, 4, 2) if args[0].shape[axis] % n == 0)
+  mesh = _mesh(size, explicit)
+  spec = P(*([None] * axis), "d")
+  shardings = (NamedSharding(mesh, spec), *(NamedSharding(mesh, P()) for _ in args[1:]))
+  where = f"{'explicit' if explicit else 'auto'} mesh of {size}, axis {axis}"
+  if explicit:
+    return jax.jit(row.call), [jax.device_put(a, s) for a, s in zip(args, shardings, strict=True)], where
+  return jax.jit(row.call, in_shardings=shardings), list(args), where
+
+
 def _sharded(explicit: bool, which: str) -> Callable[[Path, tuple[np.ndarray, ...]], None]:
   def run(row: Path, args: tuple[np.ndarray, ...]) -> None:
     axis = row.op_axis if which == "op" else row.other_axis
     assert axis is not None
-    length = args[0].shape[axis]
-    size = next(n for n in (8, 4, 2) if length % n == 0)
-    mesh = _mesh(size, explicit)
-    spec = P(*([None] * axis), "d")
-    shardings = (NamedSharding(mesh, spec), *(NamedSharding(mesh, P()) for _ in args[1:]))
-    if explicit:
-      placed = [jax.device_put(a, s) for a, s in zip(args, shardings, strict=True)]
-      got = jax.jit(row.call)(*placed)
-    else:
-      got = jax.jit(row.call, in_shardings=shardings)(*args)
-    _check(got, row.expect(*args), row.rtol, f"{'explicit' if explicit else 'auto'} mesh of {size}, axis {axis}")
+    fn, placed, where = _placed(row, args, explicit, axis)
+    _check(fn(*placed), row.expect(*args), row.rtol, where)
 
   return run
 
 
+# Unforced rows export for every platform, so each platform.branch branch is lowered (and the CPU one runs).
+_PLATFORMS = ("cpu", "cuda", "tpu")
+
+
 def _export(row: Path, args: tuple[np.ndarray, ...]) -> None:
   specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
-  exported = jax.export.export(jax.jit(row.call))(*specs)
+  platforms = _PLATFORMS if row.branch is None else None
+  exported = jax.export.export(jax.jit(row.call), platforms=platforms)(*specs)
   restored = jax.export.deserialize(exported.serialize())
   _check(restored.call(*args), row.expect(*args), row.rtol, "export")
 
@@ -502,3 +510,46 @@ def test_forcing_a_branch_changes_the_program(row: Path) -> None:
     platform.force(branch)
     texts[branch] = jax.jit(row.call).lower(*args).as_text()
   assert texts["cpu"] != texts["default"]
+
+
+# (row, explicit axes, functions the partitioned program must reach, text it must not hold), sharded along the
+# operated axis: the per-shard selection and merge (a custom_partitioning rule on automatic axes, a shard_map on
+# explicit ones), argmin/argmax's two reductions on explicitly sharded axes, MULTIPLY's plain product there.
+_SHARDED_PATHS = [
+  ("top_k/cpu_small", False, ((selection, "_per_shard_top_k"),), ()),
+  ("top_k/cpu_small", True, ((selection, "_per_shard_top_k"),), ()),
+  ("top_k/default_int_keys", True, ((selection, "_per_shard_top_k"),), ()),
+  ("argmax/cpu_top1", False, ((selection, "_per_shard_top_k"),), ()),
+  ("argmax/cpu_top1", True, ((arg_reduce, "_by_reductions"),), ()),
+  ("multiply/cpu_halving", True, (), ("stablehlo.slice",)),
+]
+
+
+@pytest.mark.parametrize(
+  ("row_id", "explicit", "reaches", "lacks"),
+  _SHARDED_PATHS,
+  ids=[f"{r}-{'explicit' if e else 'auto'}" for r, e, _, _ in _SHARDED_PATHS],
+)
+def test_sharded_path_is_taken(
+  row_id: str, explicit: bool, reaches: Any, lacks: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+  (row,) = [row for row in PATHS if row.id == row_id]
+  reached: set[str] = set()
+  for module, name in reaches:
+    original = getattr(module, name)
+
+    def spy(*args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
+      reached.add(_name)
+      return _original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+  platform.force(row.branch)
+  jax.clear_caches()
+  args = row.make(_seed(row.id))
+  assert row.op_axis is not None
+  fn, placed, _ = _placed(row, args, explicit, row.op_axis)
+  lowered = fn.lower(*placed)
+  lowered.compile()  # custom_partitioning's rule runs when XLA partitions the program
+  assert {name for _, name in reaches} <= reached, reached
+  for fragment in lacks:
+    assert fragment not in lowered.as_text(), fragment
