@@ -939,7 +939,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   report = {
     "schema_version": SCHEMA_VERSION,
     "device_name": device_name(),
-    "timestamp": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    "timestamp": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     "environment": environment(),
     "settings": {
       "quick": args.quick,

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dmljax._src import dtypes
+from dmljax._src import dtypes, platform
 from dmljax._src.rank_keys import key_as_total_order_float
 
 
@@ -99,6 +99,13 @@ def cpu_top_k_by_key(key: jax.Array, k: int) -> jax.Array:
 LAX_TOP_K_LARGEST_INDEX = int(np.iinfo(np.int32).max)
 
 
+def index_dtype(size: int) -> np.dtype:
+  """The type of :func:`top_k_by_key`'s indices into sequences of ``size``: int32 where it can index them."""
+  if size - 1 > LAX_TOP_K_LARGEST_INDEX:
+    return np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.uint32)
+  return np.dtype(np.int32)
+
+
 def top_k_by_key(key: jax.Array, k: int) -> jax.Array:
   """Indices of the ``k`` largest keys along the last axis, ties in ascending index order.
 
@@ -108,12 +115,11 @@ def top_k_by_key(key: jax.Array, k: int) -> jax.Array:
   avoids XLA:CPU's partial sort over the whole row. Indices are int32, except for
   rows longer than int32 can index, which take a stable sort instead.
   """
-  size = key.shape[-1]
-  if size - 1 > LAX_TOP_K_LARGEST_INDEX:
+  position = index_dtype(key.shape[-1])
+  if position != np.int32:
     # lax.top_k's indices are int32: a stable sort by the reversed key keeps ties in index order.
-    position = np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.uint32)
     iota = lax.broadcasted_iota(position, key.shape, key.ndim - 1)
     _, order = lax.sort((~key, iota), dimension=key.ndim - 1, is_stable=True, num_keys=1)
     return lax.slice_in_dim(order, 0, k, axis=key.ndim - 1)
 
-  return lax.platform_dependent(key, cpu=lambda key: cpu_top_k_by_key(key, k), default=lambda key: lax.top_k(key, k)[1])
+  return platform.branch(key, cpu=lambda key: cpu_top_k_by_key(key, k), default=lambda key: lax.top_k(key, k)[1])
