@@ -2,9 +2,16 @@
 
 * LM decoding: top-k of one step's logits, batch 1 to 16 over a 32k to 256k vocabulary, k 1 to 64;
 * MoE routing: top-k of router logits, 256 or 4096 tokens over 8 to 256 experts, k 1 to 8;
-* per-example code under ``jax.vmap``: top_k of short rows, gather_nd of a few rows per example.
+* per-example code under ``jax.vmap``: top_k of short rows, gather_nd of a few rows per example;
+* the same top-k inside a step that does other work (temperature scaling of logits, a router softmax).
 
 Each is timed forward and forward+backward against the native JAX forms (and PyTorch, ONNX Runtime).
+Why the in-step workloads: XLA's CPU client runs a program whose estimated work is under 1000 floating-point
+operations on the calling thread and hands any other program to a worker thread (a thread hop of tens of
+microseconds on a busy 2-core machine). ``jax.lax.top_k`` alone counts as no work, so it always runs
+inline; an exact top-k needs at least one elementwise pass over the input (±0 and NaN made canonical), so
+from about 200 elements its program is handed off. Inside any real step both programs are handed off, and
+the in-step workloads show what remains.
 """
 
 from __future__ import annotations
@@ -90,6 +97,29 @@ def _vmap_gather(batch: int, table: tuple[int, int], count: int) -> Workload:
   )
 
 
+def _in_step(name: str, group: str, shape: tuple[int, int], k: int, step: str) -> Workload:
+  """top_k after ``x / 0.7`` (sampling temperature) or ``softmax(x)`` (router probabilities)."""
+  temperature = np.float32(0.7)
+
+  def prepare(x: Any) -> Any:
+    return x / temperature if step == "temperature" else jax.nn.softmax(x, axis=-1)
+
+  def torch_prepare(x: Any) -> Any:
+    return x / float(temperature) if step == "temperature" else torch_mod().softmax(x, dim=-1)
+
+  return Workload(
+    name=name,
+    group=group,
+    make=normal(shape),
+    dmljax=lambda x: dml.top_k(prepare(x), k, index_dtype=jnp.int32),
+    jax={"jax.lax.top_k": lambda x: lax.top_k(prepare(x), k)},
+    approx_reasons={"jax.lax.top_k": FLOAT_TOP_K},
+    torch={"torch.topk": lambda x: torch_mod().topk(torch_prepare(x), k, dim=-1)},
+    grad=True,
+    value_output=0,
+  )
+
+
 def small_workloads(quick: bool) -> list[Workload]:
   out = [
     _top_k_workload(f"decode top_k f32 {b}x{v} k={k}", "decode", (b, v), k)
@@ -99,4 +129,7 @@ def small_workloads(quick: bool) -> list[Workload]:
     out.append(_top_k_workload(f"MoE routing top_k f32 {t}x{e} k={k}", "moe", (t, e), k))
   out.append(_vmap_top_k(*((64, 64, 4) if quick else (512, 64, 4))))
   out.append(_vmap_gather(*((16, (32, 8), 4) if quick else (256, (64, 16), 8))))
+  if not quick:
+    out.append(_in_step("decode step top_k(logits / T) f32 1x32000 k=8", "decode", (1, 32000), 8, "temperature"))
+    out.append(_in_step("MoE step top_k(softmax(router)) f32 256x8 k=2", "moe", (256, 8), 2, "softmax"))
   return out
