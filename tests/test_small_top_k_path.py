@@ -1,9 +1,10 @@
 """The small-array float path of top_k on CPU (key_top_k.top_k_of_floats).
 
-Below MIN_STAGED_SIZE elements, and below MAX_PLAIN_FLOAT_SIZE on rows of at least MIN_PLAIN_FLOAT_ROW, floats
-are selected through their canonical float (-0.0 as +0.0, NaNs as the positive NaN; negated for INCREASING)
-instead of the integer rank key. Checked against the NumPy reference on heavy ties, NaNs of both signs and
-several payloads, signed zeros and infinities, and under vmap, grad, jvp and explicit sharding.
+Where the rank key would not be staged (below MIN_STAGED_SIZE elements, or rows neither chunked nor
+extracted), and below MAX_PLAIN_FLOAT_SIZE on rows of at least MIN_PLAIN_FLOAT_ROW, floats are selected
+through their canonical float (-0.0 as +0.0, NaNs as the positive NaN; negated for INCREASING) instead of
+the integer rank key. Checked against the NumPy reference on heavy ties, NaNs of both signs and several
+payloads, signed zeros and infinities, and under vmap, grad, jvp and explicit sharding.
 """
 
 import jax
@@ -22,16 +23,18 @@ from dmljax._src import key_top_k, rank_keys
 _SMALL = [((256, 8), 2, -1), ((8, 1000), 40, -1), ((3, 5), 5, -1), ((1, 999), 7, -1), ((40, 6), 3, 0), ((7,), 7, 0)]
 # Few long rows below MAX_PLAIN_FLOAT_SIZE take the plain path too; (16, 4096) is the staged selection.
 _FEW_LONG_ROWS = [((2, 9000), 17, -1), ((3, 1024, 7), 2, 1)]
-_STAGED = [((16, 4096), 8, -1)]
+_STAGED = [((16, 4096), 8, -1), ((256, 64), 2, -1)]
+# Rows the staged selection would not help either (no chunking, k > 2) take the plain path at any size.
+_UNSTAGED = [((512, 64), 4, -1)]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
 @pytest.mark.parametrize("direction", ["decreasing", "increasing"])
 def test_small_float_top_k_matches_reference(dtype: type, direction: str) -> None:
   rng = np.random.default_rng(20)
-  for shape, k, axis in _SMALL + _FEW_LONG_ROWS + _STAGED:
+  for shape, k, axis in _SMALL + _FEW_LONG_ROWS + _STAGED + _UNSTAGED:
     moved = shape[:axis] + shape[axis + 1 :] + (shape[axis],) if axis != -1 else shape
-    assert key_top_k.plain_float_path(moved) == ((shape, k, axis) not in _STAGED)
+    assert key_top_k.plain_float_path(moved, k) == ((shape, k, axis) not in _STAGED)
     x = _tied(rng, shape, np.dtype(dtype))
     values, indices = dml.top_k(jnp.asarray(x), k, axis=axis, direction=direction, index_dtype=jnp.int32)
     ref_values, ref_indices = ref_top_k(x, k, axis % len(shape), direction)

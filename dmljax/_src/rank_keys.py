@@ -31,7 +31,7 @@ def _flip_negative(bits: jax.Array) -> jax.Array:
 def canonical_float(x: jax.Array) -> jax.Array:
   """A float ``x`` widened to the key's width (float32 or float64), -0.0 made +0.0 and every NaN the positive NaN.
 
-  Equal values then have equal bits, and the IEEE total order of the result is the SPEC's order.
+  Equal values then have equal bits, and the IEEE total order of the result is the library's order.
   """
   work = np.dtype(np.float64) if key_dtype(np.dtype(x.dtype)) == np.int64 else np.dtype(np.float32)
   f = x.astype(work)
