@@ -286,9 +286,9 @@ def _targets(report: dict[str, Any]) -> list[str]:
 
 def _errors(report: dict[str, Any]) -> list[str]:
   errors = [(w["name"], k, e) for w in report["workloads"] for k, e in w["errors"].items()]
-  if not errors:
-    return []
-  return ["", "## Contenders that could not run", ""] + [f"- {name}: {k}: {e}" for name, k, e in errors]
+  lines = [f"- {name}: {k}: {e}" for name, k, e in errors]
+  lines += [f"- chart: {report['chart_error']}"] if report.get("chart_error") else []
+  return ["", "## Contenders that could not run", "", *lines] if lines else []
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -118,14 +118,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   out = args.out or RESULTS
   out.mkdir(parents=True, exist_ok=True)
   stem = report["device_name"] + ("-quick" if args.quick else "") + (f"-{args.label}" if args.label else "")
-  (out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
-  (out / f"{stem}.md").write_text(markdown(report))
   if not args.no_chart:
     try:
       chart(report, out / f"{stem}.png")
     except ImportError:
       report["chart_error"] = "matplotlib is not installed: no chart"
       print(report["chart_error"], file=sys.stderr)
+  (out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
+  (out / f"{stem}.md").write_text(markdown(report))
   if not args.quiet:
     print(markdown(report))
   return report
