@@ -33,7 +33,7 @@ from jax.sharding import PartitionSpec as P
 from reference import ref_arg_reduce, ref_gather_nd, ref_one_hot, ref_reduce, ref_top_k
 
 import dmljax as dml
-from dmljax._src import arg_reduce, gather_nd, key_top_k, platform, selection
+from dmljax._src import arg_reduce, gather_nd, index_math, key_top_k, platform, rank_keys, selection
 from dmljax._src import reduce as reduce_lib
 
 I32 = jnp.int32
@@ -46,6 +46,13 @@ F32_EPS = float(np.finfo(np.float32).eps)
 def _tied(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
   """Small integers as float32: ties everywhere, so every tie rule is exercised."""
   return rng.integers(-3, 4, shape).astype(np.float32)
+
+
+def _tied_int(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+  """int32 with ties and both extremes: the rank-key paths that integer inputs take."""
+  x = rng.integers(-3, 4, shape).astype(np.int32)
+  x.flat[0], x.flat[-1] = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+  return x
 
 
 def _tied_nan(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -111,7 +118,7 @@ def _top_k_row(id: str, shape: tuple[int, ...], k: int, axis: int, branch: platf
     branch=branch,
     op_axis=axis % len(shape),
     other_axis=kw.pop("other_axis", 0),
-    grad_args=(0,),
+    grad_args=kw.pop("grad_args", (0,)),
     grad_make=lambda rng: (_distinct(rng, shape),),
     # Values half a unit apart keep their order under a 0.05 step (tangents are normal draws), and a step that
     # large keeps the rounding of values up to a few thousand out of the finite differences.
@@ -206,10 +213,41 @@ PATHS: list[Path] = [
   # top_k: key_top_k's CPU paths (one lax.top_k below MIN_STAGED_SIZE elements, the chunked two-stage
   # selection, k max passes), the other platforms' lax.top_k on integer keys, the sort for rows longer
   # than lax.top_k indexes; sharded selection under the sharding columns.
-  _top_k_row("top_k/cpu_small", (6, 40), 5, 1, "cpu", reaches=((key_top_k, "_cpu_top_k"),)),
+  # Floats on CPU skip the integer key where no staged selection pays (key_top_k.plain_float_path): one
+  # lax.top_k on the canonical float (-0.0 as +0.0, one NaN).
   _top_k_row(
-    "top_k/cpu_chunked", (4, 4096), 16, -1, "cpu", reaches=((key_top_k, "_top_k_chunked"),), make=_tied, hlo=("sort",)
+    "top_k/cpu_plain_float",
+    (6, 40),
+    5,
+    1,
+    "cpu",
+    reaches=((rank_keys, "canonical_float"),),
+    avoids=((key_top_k, "cpu_top_k_by_key"),),
   ),
+  _top_k_row(
+    "top_k/cpu_plain_float_increasing",
+    (512, 64),
+    4,
+    1,
+    "cpu",
+    direction="increasing",
+    reaches=((rank_keys, "canonical_float"),),
+  ),
+  _top_k_row(
+    "top_k/cpu_small_int_keys", (6, 40), 5, 1, "cpu", make=_tied_int, grad_args=(), reaches=((key_top_k, "_cpu_top_k"),)
+  ),
+  _top_k_row(
+    "top_k/cpu_chunked",
+    (4, 4096),
+    16,
+    -1,
+    "cpu",
+    reaches=((key_top_k, "_top_k_chunked"),),
+    make=_tied_int,
+    grad_args=(),
+    hlo=("sort",),
+  ),
+  _top_k_row("top_k/cpu_chunked_float", (32, 512), 4, -1, "cpu", reaches=((key_top_k, "_top_k_chunked"),), make=_tied),
   _top_k_row("top_k/cpu_extracted", (256, 64), 2, 1, "cpu", reaches=((key_top_k, "_top_k_extracted"),)),
   _top_k_row(
     "top_k/default_int_keys", (6, 40), 5, 1, "default", avoids=((key_top_k, "cpu_top_k_by_key"),), hlo=("top_k",)
@@ -291,6 +329,20 @@ PATHS: list[Path] = [
     reaches=((gather_nd, "_gather_nd_deterministic"),),
   ),
   _gather_row("gather_nd/batch_dims", (8, 6, 4), (8, 3, 1), 1, op_axis=1, other_axis=0),
+  # The gather clamps in CLIP mode; unsigned indices are capped first (index_math.wrap_for_clipping_gather).
+  Path(
+    id="gather_nd/unsigned_far_out_of_range",
+    make=lambda rng: (
+      _distinct(rng, (8, 6)),
+      rng.choice(np.array([0, 3, 7, 8, 2**31, 2**32 - 1], np.uint32), (5, 1)),
+    ),
+    call=lambda x, i: dml.gather_nd(x, i),
+    expect=lambda x, i: ref_gather_nd(x, i, 0),
+    op_axis=0,
+    other_axis=1,
+    grad_args=(0,),
+    reaches=((index_math, "wrap_for_clipping_gather"),),
+  ),
   # one_hot (descriptor path): the values are differentiable.
   Path(
     id="one_hot",
@@ -438,7 +490,7 @@ _ALWAYS = {
   ("top_k/sort_past_int32", "auto_op"),
   ("top_k/sort_past_int32", "explicit_op"),
   # Finite differences of selections with values in the thousands.
-  ("top_k/cpu_chunked", "grad"),
+  ("top_k/cpu_chunked_float", "grad"),
 }
 
 
@@ -516,8 +568,8 @@ def test_forcing_a_branch_changes_the_program(row: Path) -> None:
 # operated axis: the per-shard selection and merge (a custom_partitioning rule on automatic axes, a shard_map on
 # explicit ones), argmin/argmax's two reductions on explicitly sharded axes, MULTIPLY's plain product there.
 _SHARDED_PATHS = [
-  ("top_k/cpu_small", False, ((selection, "_per_shard_top_k"),), ()),
-  ("top_k/cpu_small", True, ((selection, "_per_shard_top_k"),), ()),
+  ("top_k/cpu_plain_float", False, ((selection, "_per_shard_top_k"),), ()),
+  ("top_k/cpu_plain_float", True, ((selection, "_per_shard_top_k"),), ()),
   ("top_k/default_int_keys", True, ((selection, "_per_shard_top_k"),), ()),
   ("argmax/cpu_top1", False, ((selection, "_per_shard_top_k"),), ()),
   ("argmax/cpu_top1", True, ((arg_reduce, "_by_reductions"),), ()),
