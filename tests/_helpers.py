@@ -94,3 +94,16 @@ def assert_exactly(actual: Any, expected: Any, dtype: Any, msg: str = "") -> Non
   actual = np.asarray(actual)
   assert actual.dtype == np.dtype(dtype), f"{msg}: dtype {actual.dtype} != {np.dtype(dtype)}"
   np.testing.assert_array_equal(actual, np.asarray(expected).astype(dtype), err_msg=msg, strict=True)
+
+
+def one_hot_dml_layout(indices: Any, values: Any, depth: int, *, axis: int) -> jax.Array:
+  """DirectML's ONE_HOT layout through the functional :func:`dml.one_hot` (``jax.nn.one_hot``'s layout).
+
+  ``indices`` has size 1 on ``axis`` (DirectML's IndicesTensor); ``values.flat[0]`` is OffValue and
+  ``values.flat[1]`` OnValue (DirectML's ValuesTensor). The functional call takes the indices without that
+  axis and inserts ``depth`` there, so its output has DirectML's OutputTensor shape and the values' dtype.
+  """
+  flat = jnp.asarray(values).reshape(-1)
+  rank = jnp.ndim(indices)
+  squeezed = jnp.squeeze(jnp.asarray(indices), axis % rank)
+  return dml.one_hot(squeezed, depth, axis=axis, on_value=flat[1], off_value=flat[0])
