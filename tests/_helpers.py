@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -107,3 +108,15 @@ def one_hot_dml_layout(indices: Any, values: Any, depth: int, *, axis: int) -> j
   rank = jnp.ndim(indices)
   squeezed = jnp.squeeze(jnp.asarray(indices), axis % rank)
   return dml.one_hot(squeezed, depth, axis=axis, on_value=flat[1], off_value=flat[0])
+
+
+# Every problem of a DescriptorError ends with "; got <field>=<value>", "; got <field> array ..." or
+# "; got <field> of type ..." (a count: "len(<field>)=<n>"): the 'got' part names its field first, so the
+# old "got shape (2, 3)" or "got ranks a=1, b=2" fail.
+_GOT_FIELD = re.compile(r"; got (?:[A-Za-z_][\w.\[\]\-]*|len\([A-Za-z_]\w*\))(?:=| array | of type )")
+
+
+def assert_got_names_its_field(error: dml.DescriptorError) -> None:
+  for problem in error.problems:
+    got = problem.rfind("; got ")
+    assert got >= 0 and _GOT_FIELD.match(problem, got), f"{error.operator}: 'got' names no field in {problem!r}"

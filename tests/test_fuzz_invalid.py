@@ -23,6 +23,7 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
+from _helpers import assert_got_names_its_field
 from dml_strategies import CASES, call_functional, x64
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -44,6 +45,7 @@ def _assert_names(call: Thunk, field: str) -> None:
     pytest.fail(f"no error; got a result {jax.tree.map(np.shape, result)}")
   message = str(info.value)
   assert re.search(rf"(?<![\w.]){re.escape(field)}(?!\w)", message), (field, message)
+  assert_got_names_its_field(info.value)
 
 
 def _tensor_fields(desc: Any) -> list[str]:
@@ -362,7 +364,7 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
     "descriptor type",
     lambda: dml.execute(object()),
     "execute: desc must be one of TopKDesc, TopK1Desc, ArgMinDesc, ArgMaxDesc, GatherNDDesc, GatherND1Desc, "
-    "ReduceDesc, OneHotDesc; got object",
+    "ReduceDesc, OneHotDesc; got desc=object",
   ),
   (
     "feature level value",
@@ -452,7 +454,7 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
   (
     "input count",
     lambda: dml.execute(_REDUCE_SUM),
-    "REDUCE: execute needs 1 input array(s) (input_tensor); got 0",
+    "REDUCE: execute needs 1 input array(s) (input_tensor); got len(inputs)=0",
   ),
   (
     "array shape",
@@ -650,6 +652,7 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
 def test_rule_message_is_pinned(call: Thunk, message: str) -> None:
   with pytest.raises(dml.DescriptorError) as info:
     call()
+  assert_got_names_its_field(info.value)
   if message.endswith("..."):  # the rest quotes NumPy's own error, which NumPy may reword
     assert str(info.value).startswith(message[:-3]), str(info.value)
   else:

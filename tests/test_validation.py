@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _helpers import tensor_desc, x64
+from _helpers import assert_got_names_its_field, tensor_desc, x64
 
 import dmljax as dml
 
@@ -186,7 +186,7 @@ CASES = [
     "wrong_number_of_inputs",
     run(top_k1()),
     (*X4, S((1, 1, 3, 4), F32)),
-    ("TOP_K1: execute needs 1 input array(s) (input_tensor); got 2",),
+    ("TOP_K1: execute needs 1 input array(s) (input_tensor); got len(inputs)=2",),
   ),
   Case(
     "array_shape_differs",
@@ -623,6 +623,22 @@ CASES = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _every_got_names_its_field(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+  """Checks every DescriptorError raised in this module, whichever test raised it and however it was caught."""
+  raised: list[dml.DescriptorError] = []
+  init = dml.DescriptorError.__init__
+
+  def recording_init(self: dml.DescriptorError, *args: Any, **kwargs: Any) -> None:
+    init(self, *args, **kwargs)
+    raised.append(self)
+
+  monkeypatch.setattr(dml.DescriptorError, "__init__", recording_init)
+  yield
+  for error in raised:
+    assert_got_names_its_field(error)
+
+
 def _context(case: Case) -> contextlib.AbstractContextManager[None]:
   return x64() if case.wide else contextlib.nullcontext()
 
@@ -724,7 +740,9 @@ def test_bad_tensor_descriptors_are_reported_not_crashed():
 
 
 def test_execute_rejects_other_objects():
-  with pytest.raises(dml.DescriptorError, match=r"^execute: desc must be one of TopKDesc, TopK1Desc, .*; got int$"):
+  with pytest.raises(
+    dml.DescriptorError, match=r"^execute: desc must be one of TopKDesc, TopK1Desc, .*; got desc=int$"
+  ):
     dml.execute(3, np.zeros(2, np.float32))
 
 
