@@ -131,7 +131,7 @@ def test_exported_top_k_is_differentiable() -> None:
 @pytest.mark.parametrize("spec", [P("b"), P("b", "x"), P(None, ("b", "x"))], ids=str)
 def test_program_sharded_over_explicit_axes_exports(spec: P) -> None:
   """On explicit axes the sharded top-k is a shard_map, which serializes (no partitioning callback)."""
-  mesh = jax.make_mesh((2, 4), ("b", "x"))
+  mesh = jax.make_mesh((2, 4), ("b", "x"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
   sharding = NamedSharding(mesh, spec)
   x = _values((8, 64), np.float32)
 

@@ -75,13 +75,18 @@ def _traced(value: Any) -> bool:
   return isinstance(value, jax.core.Tracer)
 
 
+def _traced_type(value: jax.core.Tracer) -> str:
+  aval = jax.typeof(value)
+  return f"{np.dtype(aval.dtype).name}{list(aval.shape)}"
+
+
 def _static_hint(p: Problems, field: str, value: Any) -> bool:
   """Records why a traced or non-integer ``field`` cannot be used; returns whether it did."""
   if _traced(value):
     p.add(
       f"{field} must be a static Python int, because it sets the output's shape; under jax.jit, pass it as a "
       f"static argument (jax.jit(f, static_argnames='{field}') or static_argnums)",
-      f"{field}=traced {jax.typeof(value)}" if isinstance(value, jax.core.Tracer) else f"{field}={value!r}",
+      f"{field}=traced {_traced_type(value)}" if isinstance(value, jax.core.Tracer) else f"{field}={value!r}",
     )
     return True
   values = value if isinstance(value, (tuple, list)) else (value,)

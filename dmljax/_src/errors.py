@@ -54,8 +54,10 @@ class Problems:
   def add(self, statement: str, got: str) -> None:
     """Records ``"<statement>; got <got>"``, e.g. ``"k must satisfy ...; got k=5"``.
 
-    A value already reported (the same ``got``) is not reported again by a second rule: the
-    feature-level table and an operator's own check may both refuse one output type.
+    ``got`` starts with the field it judges and gives its value (``x.shape=(3, 3)``,
+    ``output_tensor.data_type=FLOAT16``), so two fields wrong in the same way are two problems,
+    while one value refused by two rules (the feature-level table and an operator's own check
+    may both refuse an output type) is reported once.
     """
     if got not in self._got:
       self._got.add(got)

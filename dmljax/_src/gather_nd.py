@@ -342,7 +342,10 @@ def _gather_kernel(x: jax.Array, indices: jax.Array, *, batch_dims: int, determi
   if deterministic:
     return _gather_nd_deterministic(x, indices, batch_dims)
   q = indices.shape[-1]
-  positions = _positions(x.shape, indices, batch_dims)
+  # The gather clamps start indices itself (CLIP mode, as XLA's gather does): only negative indices are
+  # wrapped here, the work of native indexing, so a small gather stays as cheap as ``x[i]``.
+  sizes = x.shape[batch_dims : batch_dims + q]
+  positions = [index_math.wrap_for_clipping_gather(indices[..., j], size) for j, size in enumerate(sizes)]
   common = np.result_type(*(pos.dtype for pos in positions))
   start = jnp.stack([pos.astype(common) for pos in positions], axis=-1)
   batch = tuple(range(batch_dims))
@@ -359,7 +362,7 @@ def _gather_kernel(x: jax.Array, indices: jax.Array, *, batch_dims: int, determi
     lax.gather,
     dimension_numbers=dimension_numbers,
     slice_sizes=(1,) * (batch_dims + q) + trailing,
-    mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS,
+    mode=lax.GatherScatterMode.CLIP,
   )
   return autodiff.linear_in_float32(gather, x, start)
 
@@ -408,13 +411,17 @@ def gather_nd(x: ArrayLike, indices: ArrayLike, *, batch_dims: int = 0, determin
   p = Problems("gather_nd")
   array = dtypes.as_array(p, "x", x)
   index_array = dtypes.as_array(p, "indices", indices)
-  if (
-    array is not None and index_array is not None and dtypes.require_integer(p, "indices", np.dtype(index_array.dtype))
-  ):
+  integer_indices = index_array is not None and dtypes.require_integer(p, "indices", np.dtype(index_array.dtype))
+  if array is not None and index_array is not None and integer_indices:
     out_shape = _check_gather_nd(p, FUNCTIONAL, array.shape, index_array.shape, batch_dims)
     if deterministic and out_shape is not None:
       keyed = array.shape[: batch_dims + index_array.shape[-1]]
       dtypes.positions_fit(p, f"the row count of x.shape{keyed} (deterministic=True)", math.prod(keyed))
+  else:
+    # The shared rules need both arrays; each one's own rank rule still runs.
+    for role, given in (("x", array), ("indices", index_array)):
+      if given is not None:
+        axes_lib.rank_in_range(p, FUNCTIONAL, role, given.shape)
   p.raise_if_any()
   assert array is not None and index_array is not None
   return _gather_nd(array, index_array, batch_dims=int(batch_dims), deterministic=bool(deterministic))

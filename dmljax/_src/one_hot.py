@@ -196,7 +196,8 @@ def one_hot(
   values = _on_off_values(p, on_value, off_value, dtype)
   length = _check_depth(p, "depth", depth)
   canonical_axis = None
-  if index_array is not None and dtypes.require_integer(p, "indices", np.dtype(index_array.dtype)):
+  if index_array is not None:
+    integer_indices = dtypes.require_integer(p, "indices", np.dtype(index_array.dtype))
     rank = index_array.ndim
     ok = p.require(
       rank < axes_lib.MAX_RANK,
@@ -209,6 +210,7 @@ def one_hot(
       f"indices.shape={index_array.shape}",
     )
     canonical_axis = axes_lib.canonical_axis(p, "axis", axis, rank + 1, allow_negative=True) if ok else None
+    canonical_axis = canonical_axis if integer_indices else None
   p.raise_if_any()
   assert index_array is not None and values is not None and canonical_axis is not None and length is not None
   expanded = jnp.expand_dims(index_array, canonical_axis)

@@ -1,0 +1,286 @@
+"""ONNX-semantics wrappers of the dmljax operators: TopK, ArgMax/ArgMin, GatherND, Reduce* and OneHot.
+
+Each function maps ONNX's attributes onto one dmljax call and adds nothing else to the computation, so
+gradients, ``jit``, ``vmap`` and sharding are those of the dmljax operator underneath. Everything that
+ONNX feeds as a tensor but JAX needs static (TopK's ``K``, the reductions' ``axes``, OneHot's ``depth``)
+is taken here as a Python value or a concrete array.
+
+Index outputs (TopK's indices, ArgMax/ArgMin) are int64, ONNX's index type, when ``jax_enable_x64`` is
+on, and int32 otherwise (see :func:`index_dtype`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+from dmljax._src import dtypes
+from dmljax._src.arg_reduce import argmax as _dml_argmax
+from dmljax._src.arg_reduce import argmin as _dml_argmin
+from dmljax._src.errors import Problems
+from dmljax._src.gather_nd import gather_nd as _dml_gather_nd
+from dmljax._src.one_hot import one_hot as _dml_one_hot
+from dmljax._src.reduce import ReduceFunction
+from dmljax._src.reduce import reduce as _dml_reduce
+from dmljax._src.top_k import top_k as _dml_top_k
+
+# ONNX operator name -> the dmljax reduction it is.
+REDUCE_FUNCTIONS: dict[str, ReduceFunction] = {
+  "ReduceSum": ReduceFunction.SUM,
+  "ReduceMean": ReduceFunction.AVERAGE,
+  "ReduceMax": ReduceFunction.MAX,
+  "ReduceMin": ReduceFunction.MIN,
+  "ReduceProd": ReduceFunction.MULTIPLY,
+  "ReduceL1": ReduceFunction.L1,
+  "ReduceL2": ReduceFunction.L2,
+  "ReduceLogSum": ReduceFunction.LOG_SUM,
+  "ReduceLogSumExp": ReduceFunction.LOG_SUM_EXP,
+  "ReduceSumSquare": ReduceFunction.SUM_SQUARE,
+}
+
+
+def index_dtype() -> np.dtype:
+  """The dtype of index outputs: int64 (ONNX's) with ``jax_enable_x64``, int32 without it.
+
+  Example:
+    >>> import dmljax.onnx as donnx
+    >>> donnx.index_dtype().name
+    'int32'
+  """
+  return np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.int32)
+
+
+def static_int(value: Any, what: str, operator: str) -> int:
+  """A Python int from a Python number or a concrete one-element array (ONNX's ``K``, ``depth``)."""
+  p = Problems(operator)
+  if isinstance(value, jax.core.Tracer):
+    p.add(f"{what} must be known when the function is traced (it sets a shape)", f"a traced {what}")
+    p.raise_if_any()
+  array = np.asarray(value)
+  p.require(array.size == 1, f"{what} must hold exactly one value", f"{what} of shape {array.shape}")
+  p.raise_if_any()
+  return int(array.reshape(-1)[0])
+
+
+def static_axes(axes: Any, operator: str) -> tuple[int, ...] | None:
+  """``None``, or a tuple of ints from an int, a sequence or a concrete 1-D array (ONNX's ``axes``)."""
+  if axes is None:
+    return None
+  p = Problems(operator)
+  if isinstance(axes, jax.core.Tracer):
+    p.add("axes must be known when the function is traced (they set the output shape)", "traced axes")
+    p.raise_if_any()
+  array = np.asarray(axes)
+  p.require(
+    array.ndim <= 1 and (array.size == 0 or dtypes.is_integer(array.dtype)), "axes must be integers", f"axes={axes!r}"
+  )
+  p.raise_if_any()
+  return tuple(int(a) for a in array.reshape(-1))
+
+
+def top_k(
+  x: ArrayLike, k: Any, *, axis: int = -1, largest: bool = True, sorted: bool = True
+) -> tuple[jax.Array, jax.Array]:
+  """ONNX TopK (opsets 1, 10 and 11+): the ``k`` largest (or smallest) elements along ``axis``.
+
+  Ties keep ascending index order in both directions (ONNX's rule); NaN counts as larger than +inf
+  (dmljax's order, which ONNX leaves open). ``sorted=False`` is allowed and returns them sorted anyway.
+
+  Args:
+    x: a numeric array.
+    k: the count, a Python int or a concrete one-element array (ONNX's ``K`` input).
+    axis: the axis to select along; negative counts from the end.
+    largest: the largest elements (``True``, default) or the smallest.
+    sorted: accepted for ONNX's sake; the result is always sorted.
+
+  Returns:
+    ``(values, indices)``; indices of :func:`index_dtype`.
+
+  Example:
+    >>> import dmljax.onnx as donnx, jax.numpy as jnp
+    >>> values, indices = donnx.top_k(jnp.array([[1., 3., 3., 2.]]), 2, axis=1)
+    >>> values.tolist(), indices.tolist()
+    ([[3.0, 3.0]], [[1, 2]])
+  """
+  del sorted  # Always sorted, which ONNX allows for sorted=0.
+  count = static_int(k, "K", "onnx.TopK")
+  return _dml_top_k(
+    x, count, axis=int(axis), direction="decreasing" if largest else "increasing", index_dtype=index_dtype()
+  )
+
+
+def _arg_extreme(find_max: bool, x: ArrayLike, axis: int, keepdims: bool, select_last_index: bool) -> jax.Array:
+  function = _dml_argmax if find_max else _dml_argmin
+  return function(
+    x,
+    int(axis),
+    direction="decreasing" if select_last_index else "increasing",
+    keepdims=bool(keepdims),
+    index_dtype=index_dtype(),
+  )
+
+
+def argmax(x: ArrayLike, *, axis: int = 0, keepdims: bool = True, select_last_index: bool = False) -> jax.Array:
+  """ONNX ArgMax: the index of the largest element along ``axis``.
+
+  The first index on ties, or the last with ``select_last_index``. A NaN counts as the largest
+  (dmljax's rule, as NumPy's ``argmax``).
+
+  Example:
+    >>> import dmljax.onnx as donnx, jax.numpy as jnp
+    >>> donnx.argmax(jnp.array([[2., 2.], [3., 1.]]), axis=1, select_last_index=True).tolist()
+    [[1], [0]]
+  """
+  return _arg_extreme(True, x, axis, keepdims, select_last_index)
+
+
+def argmin(x: ArrayLike, *, axis: int = 0, keepdims: bool = True, select_last_index: bool = False) -> jax.Array:
+  """ONNX ArgMin: the index of the smallest element along ``axis``.
+
+  The first index on ties, or the last with ``select_last_index``. A NaN counts as the smallest
+  (dmljax's rule, as NumPy's ``argmin``).
+
+  Example:
+    >>> import dmljax.onnx as donnx, jax.numpy as jnp
+    >>> donnx.argmin(jnp.array([[2., 2.], [3., 1.]]), axis=1, keepdims=False).tolist()
+    [0, 1]
+  """
+  return _arg_extreme(False, x, axis, keepdims, select_last_index)
+
+
+def gather_nd(data: ArrayLike, indices: ArrayLike, *, batch_dims: int = 0) -> jax.Array:
+  """ONNX GatherND (opsets 11, 12+ with ``batch_dims``).
+
+  A negative index counts from the end once. An index still out of range is clamped to the nearest
+  valid one (dmljax's policy; ONNX Runtime raises at run time instead).
+
+  Example:
+    >>> import dmljax.onnx as donnx, jax.numpy as jnp
+    >>> donnx.gather_nd(jnp.array([[0, 1], [2, 3]]), jnp.array([[1, 0], [0, -1]])).tolist()
+    [2, 1]
+  """
+  return _dml_gather_nd(data, indices, batch_dims=int(batch_dims))
+
+
+def reduce(
+  operator: str, data: ArrayLike, axes: Any = None, *, keepdims: bool = True, noop_with_empty_axes: bool = False
+) -> jax.Array:
+  """An ONNX reduction by its operator name (``"ReduceSum"``, ..., ``"ReduceSumSquare"``).
+
+  ``axes`` is ``None``, an int, a sequence or a concrete 1-D array (ONNX's attribute or input). No axes
+  (``None`` or empty) reduce over every axis, unless ``noop_with_empty_axes``: then every element is
+  reduced on its own (the function applied elementwise, as ONNX's reference implementation does).
+
+  Example:
+    >>> import dmljax.onnx as donnx, jax.numpy as jnp
+    >>> donnx.reduce("ReduceLogSumExp", jnp.zeros((2, 4)), [1], keepdims=False).tolist()
+    [1.3862943649291992, 1.3862943649291992]
+  """
+  p = Problems(f"onnx.{operator}")
+  function = REDUCE_FUNCTIONS.get(operator)
+  p.require(function is not None, f"operator must be one of {', '.join(REDUCE_FUNCTIONS)}", repr(operator))
+  p.raise_if_any()
+  assert function is not None
+  canonical = static_axes(axes, f"onnx.{operator}")
+  if not canonical:
+    canonical = () if noop_with_empty_axes else None
+  if np.ndim(data) == 0 and not canonical:  # A scalar: the function of its one element (dmljax needs rank >= 1).
+    out = _dml_reduce(jnp.reshape(data, (1,)), function, (), keepdims=True, index_dtype=jnp.int32)
+    return jnp.reshape(out, ())
+  return _dml_reduce(data, function, canonical, keepdims=bool(keepdims), index_dtype=jnp.int32)
+
+
+def _named_reduce(operator: str) -> Any:
+  def reduction(
+    data: ArrayLike, axes: Any = None, *, keepdims: bool = True, noop_with_empty_axes: bool = False
+  ) -> jax.Array:
+    return reduce(operator, data, axes, keepdims=keepdims, noop_with_empty_axes=noop_with_empty_axes)
+
+  function = REDUCE_FUNCTIONS[operator]
+  reduction.__name__ = reduction.__qualname__ = "reduce_" + function.name.lower()
+  reduction.__doc__ = (
+    f"ONNX {operator}: DirectML's {function.name} reduction over ``axes`` (see :func:`reduce` for ``axes``, "
+    "``keepdims`` and ``noop_with_empty_axes``)."
+  )
+  return reduction
+
+
+reduce_sum = _named_reduce("ReduceSum")
+reduce_mean = _named_reduce("ReduceMean")
+reduce_max = _named_reduce("ReduceMax")
+reduce_min = _named_reduce("ReduceMin")
+reduce_prod = _named_reduce("ReduceProd")
+reduce_l1 = _named_reduce("ReduceL1")
+reduce_l2 = _named_reduce("ReduceL2")
+reduce_log_sum = _named_reduce("ReduceLogSum")
+reduce_log_sum_exp = _named_reduce("ReduceLogSumExp")
+reduce_sum_square = _named_reduce("ReduceSumSquare")
+for _name, _f in (("mean", reduce_mean), ("prod", reduce_prod)):
+  _f.__name__ = _f.__qualname__ = f"reduce_{_name}"
+
+
+def one_hot(indices: ArrayLike, depth: Any, values: ArrayLike, *, axis: int = -1) -> jax.Array:
+  """ONNX OneHot (opset 11+): ``indices.shape`` with a new axis of length ``depth`` inserted at ``axis``.
+
+  An index in ``[0, depth)`` sets that position, one in ``[-depth, -1]`` counts from the end, and any
+  other leaves its whole sequence at the off value. Non-integer indices are truncated towards zero
+  first, and a non-integer ``depth`` too, as ONNX specifies.
+
+  Args:
+    indices: an array of any numeric dtype.
+    depth: a Python number or a concrete one-element array.
+    values: ``[off_value, on_value]``; the output has its dtype.
+    axis: where the new axis goes, in ``[-(rank + 1), rank]``.
+
+  Example:
+    >>> import dmljax.onnx as donnx, jax.numpy as jnp
+    >>> donnx.one_hot(jnp.array([0, -1, 3]), 3, jnp.array([0., 1.])).tolist()
+    [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
+  """
+  p = Problems("onnx.OneHot")
+  count = static_int(depth, "depth", "onnx.OneHot")
+  index_array = dtypes.as_array(p, "indices", indices)
+  p.raise_if_any()
+  assert index_array is not None
+  if not dtypes.is_integer(index_array.dtype):
+    index_array = index_array.astype(index_dtype())
+  rank = index_array.ndim
+  p.require(
+    isinstance(axis, (int, np.integer)) and -(rank + 1) <= axis <= rank,
+    f"axis must be an integer in [{-(rank + 1)}, {rank}]",
+    f"axis={axis!r}",
+  )
+  p.raise_if_any()
+  return _one_hot_at(index_array, count, values, int(axis) % (rank + 1))
+
+
+def _one_hot_at(indices: jax.Array, depth: int, values: ArrayLike, axis: int) -> jax.Array:
+  """dmljax's one_hot with the new axis at ``axis`` (in ``[0, indices.ndim]``), ``values`` = [off, on]."""
+  flat = jnp.asarray(values).reshape(-1)
+  return _dml_one_hot(indices, depth, axis=axis, on_value=flat[1], off_value=flat[0], dtype=flat.dtype)
+
+
+__all__: Sequence[str] = (
+  "argmax",
+  "argmin",
+  "gather_nd",
+  "index_dtype",
+  "one_hot",
+  "reduce",
+  "reduce_l1",
+  "reduce_l2",
+  "reduce_log_sum",
+  "reduce_log_sum_exp",
+  "reduce_max",
+  "reduce_mean",
+  "reduce_min",
+  "reduce_prod",
+  "reduce_sum",
+  "reduce_sum_square",
+  "top_k",
+)

@@ -1,0 +1,166 @@
+"""Errors that say how to fix the call (issue 12, point 2) and the reported defects of issue 11 (points 2 and 3).
+
+Every case asserts the text a user reads. Static-parameter errors are raised while tracing, so they are
+checked under ``jax.jit`` with the parameter passed as a traced argument, which is the common mistake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _helpers import x64
+
+import dmljax as dml
+
+F32, U32 = dml.DataType.FLOAT32, dml.DataType.UINT32
+
+
+def _error(call: Callable[[], Any]) -> dml.DescriptorError:
+  with pytest.raises(dml.DescriptorError) as error:
+    call()
+  return error.value
+
+
+# --------------------------------------------------------------------------------------- static parameters
+_X = jnp.arange(12, dtype=jnp.float32).reshape(3, 4)
+_I = jnp.array([[0], [2], [1]], jnp.int32)
+_TRACED = [
+  ("top_k", "k", lambda k: dml.top_k(_X, k)),
+  ("top_k", "axis", lambda axis: dml.top_k(_X, 1, axis=axis)),
+  ("argmax", "axis", lambda axis: dml.argmax(_X, axis)),
+  ("reduce", "axis", lambda axis: dml.reduce(_X, "sum", axis)),
+  ("one_hot", "depth", lambda depth: dml.one_hot(jnp.array([1, 2]), depth)),
+  ("one_hot", "axis", lambda axis: dml.one_hot(jnp.array([1, 2]), 3, axis=axis)),
+  ("gather_nd", "batch_dims", lambda batch_dims: dml.gather_nd(_X, _I, batch_dims=batch_dims)),
+]
+
+
+@pytest.mark.parametrize(("operator", "field", "call"), _TRACED, ids=[f"{o}-{f}" for o, f, _ in _TRACED])
+def test_traced_static_parameter_says_how_to_pass_it_under_jit(operator: str, field: str, call: Any) -> None:
+  error = _error(lambda: jax.jit(call)(1))
+  assert error.operator == operator
+  message = str(error)
+  assert f"{field} must be a static Python int, because it sets the output's shape" in message
+  assert f"static_argnames='{field}'" in message and "static_argnums" in message
+  assert f"got {field}=traced int32[]" in message
+  assert "JitTracer" not in message
+  # The advice works: the same call with the parameter static compiles.
+  jax.jit(call, static_argnums=0)(1)
+
+
+@pytest.mark.parametrize(
+  ("call", "text"),
+  [
+    (lambda: dml.top_k(_X, 2.0), "k must be a Python int (not a float), because it sets the output's shape; got k=2.0"),
+    (lambda: dml.argmin(_X, 1.0), "axis must be a Python int (not a float)"),
+    (lambda: dml.one_hot(jnp.array([1]), 3.0), "depth must be a Python int (not a float)"),
+  ],
+)
+def test_float_static_parameter_says_it_must_be_an_int(call: Any, text: str) -> None:
+  assert text in str(_error(call))
+
+
+def test_gather_nd_descriptor_ranks_differ_says_directml_pads_with_leading_ones() -> None:
+  desc = dml.GatherNDDesc(
+    dml.TensorDesc(F32, (3, 4)), dml.TensorDesc(U32, (1, 2, 1)), dml.TensorDesc(F32, (1, 2, 4)), 2, 3
+  )
+  error = _error(lambda: dml.execute(desc, np.zeros((3, 4), np.float32), np.zeros((1, 2, 1), np.uint32)))
+  message = str(error)
+  assert "input_tensor, indices_tensor, output_tensor must have the same rank" in message
+  assert "DirectML pads the smaller tensors' sizes with leading 1s, e.g. (3, 4) as (1, 3, 4)" in message
+  assert "got input_tensor.sizes=(3, 4), indices_tensor.sizes=(1, 2, 1)" in message
+
+
+# ------------------------------------------------------------------------------ complex and extended dtypes
+_ORDERINGS = [
+  ("top_k", lambda x: dml.top_k(x, 1)),
+  ("argmin", lambda x: dml.argmin(x)),
+  ("argmax", lambda x: dml.argmax(x, 0)),
+  ("reduce", lambda x: dml.reduce(x, "max")),
+]
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["x64_off", "x64_on"])
+@pytest.mark.parametrize(("operator", "call"), _ORDERINGS, ids=[o for o, _ in _ORDERINGS])
+def test_complex_input_to_an_ordering_is_unsupported_never_enable_x64(operator: str, call: Any, wide: bool) -> None:
+  dtypes = [np.complex64] + ([np.complex128] if wide else [])
+  with x64() if wide else _nothing():
+    for dtype in dtypes:
+      message = str(_error(lambda d=dtype: call(np.ones(3, d))))
+      assert f"{np.dtype(dtype).name} is not supported" in message
+      assert f"got x.dtype={np.dtype(dtype).name}" in message
+      assert "jax_enable_x64" not in message
+
+
+class _nothing:
+  def __enter__(self) -> None:
+    return None
+
+  def __exit__(self, *exc: Any) -> None:
+    return None
+
+
+def test_complex64_gathers_and_one_hot_values_need_no_x64() -> None:
+  x = (np.arange(6) + 1j * np.arange(6)).astype(np.complex64).reshape(3, 2)
+  got = dml.gather_nd(x, np.array([[2], [-1], [0]], np.int32))
+  np.testing.assert_array_equal(got, x[[2, 2, 0]])
+  assert got.dtype == jnp.complex64
+  hot = dml.one_hot(np.array([1, 5], np.int32), 3, on_value=np.complex64(1j), off_value=np.complex64(2))
+  np.testing.assert_array_equal(hot, np.array([[2, 1j, 2], [2, 2, 2]], np.complex64))
+  desc = dml.GatherNDDesc.from_inputs(dml.TensorDesc(F32, (3, 2)), dml.TensorDesc(U32, (3, 1)))
+  assert desc.output_tensor.sizes == (3, 2)
+
+
+def test_complex128_asks_for_x64_because_it_is_a_64_bit_type() -> None:
+  message = str(_error(lambda: dml.gather_nd(np.ones((2, 2), np.complex128), np.zeros((1, 1), np.int32))))
+  assert "needs jax.config.update('jax_enable_x64', True)" in message
+
+
+_KEY_CALLS = [
+  ("top_k", lambda key: dml.top_k(key, 1)),
+  ("argmax", lambda key: dml.argmax(key)),
+  ("reduce", lambda key: dml.reduce(key, "sum")),
+  ("gather_nd", lambda key: dml.gather_nd(key, jnp.zeros((1, 1), jnp.int32))),
+  ("one_hot", lambda key: dml.one_hot(key, 3)),
+]
+
+
+@pytest.mark.parametrize(("operator", "call"), _KEY_CALLS, ids=[o for o, _ in _KEY_CALLS])
+def test_prng_key_array_is_a_descriptor_error(operator: str, call: Any) -> None:
+  keys = jax.random.split(jax.random.key(0), 3)
+  message = str(_error(lambda: call(keys)))
+  assert "must be an array of numbers (a PRNG key array holds keys: pass jax.random.key_data(" in message
+  assert ".dtype=key<fry>" in message
+
+
+# ------------------------------------------------------------------------------------ issue 11's reproducers
+def test_one_hot_two_inputs_wrong_in_the_same_way_are_both_named() -> None:
+  desc = dml.OneHotDesc(dml.TensorDesc(U32, (2, 1)), dml.TensorDesc(F32, (1, 2)), dml.TensorDesc(F32, (2, 3)), axis=1)
+  error = _error(lambda: dml.execute(desc, np.zeros((2, 1), np.int32), np.zeros((1, 2), np.int32)))
+  assert len(error.problems) == 2
+  assert "got indices_tensor array of dtype int32" in error.problems[0]
+  assert "got values_tensor array of dtype int32" in error.problems[1]
+
+
+def test_gather_nd_of_two_scalars_names_both() -> None:
+  error = _error(lambda: dml.gather_nd(jnp.float32(1), jnp.int32(0)))
+  assert [p.split("; got ")[1] for p in error.problems] == ["x.shape=() (rank 0)", "indices.shape=() (rank 0)"]
+
+
+def test_reduce_duplicate_axes_and_wrong_output_type_are_both_named() -> None:
+  desc = dml.ReduceDesc(
+    dml.ReduceFunction.SUM, dml.TensorDesc(F32, (2, 3)), dml.TensorDesc(dml.DataType.FLOAT16, (2, 1)), axes=(1, 1)
+  )
+  message = str(_error(lambda: dml.execute(desc, np.zeros((2, 3), np.float32))))
+  assert "got axes=(1, 1)" in message and "got output_tensor.data_type=FLOAT16" in message
+
+
+def test_one_hot_axis_out_of_range_and_one_value_are_both_named() -> None:
+  desc = dml.OneHotDesc(dml.TensorDesc(U32, (2, 1)), dml.TensorDesc(F32, (1, 1)), dml.TensorDesc(F32, (2, 3)), axis=5)
+  message = str(_error(lambda: dml.execute(desc, np.zeros((2, 1), np.uint32), np.zeros((1, 1), np.float32))))
+  assert "got axis=5" in message and "got values_tensor.sizes=(1, 1)" in message

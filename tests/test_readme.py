@@ -1,0 +1,46 @@
+"""The README's code runs and its comments tell the truth."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dmljax as dml
+
+README = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+def _two_paths_namespace() -> dict:
+  code = re.search(r"## Two paths, one implementation\n\n```python\n(.*?)```", README, re.S)
+  assert code is not None
+  namespace: dict = {}
+  exec(compile(code.group(1), "README.md", "exec"), namespace)
+  return namespace
+
+
+def test_two_paths_example_matches_its_comments() -> None:
+  ns = _two_paths_namespace()
+  assert ns["best"].tolist() == [3, 3] and ns["best"].dtype == jnp.int32
+  assert int(ns["first_min"]) == 2
+  assert ns["rows"].tolist() == [[4.0, 5.0], [4.0, 5.0], [4.0, 5.0]]
+  np.testing.assert_allclose(ns["lse"], np.log(np.exp(np.float64([0, 1, 10, 11])).sum(keepdims=True)), rtol=1e-6)
+  assert ns["hot"].tolist() == [[1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 1], [0, 0, 0, 0]]
+  assert ns["values"].tolist() == [[0.0, 1.0]] and ns["indices"].tolist() == [[0, 1]]
+  assert ns["indices"].dtype == jnp.uint32
+  values, indices = dml.top_k(ns["logits"], 2)
+  assert indices.tolist() == [[3, 2], [3, 0]]
+  assert values[0].tolist() == [11.0, 10.0] and np.isnan(values[1, 0]) and values[1, 1] == 3.0
+
+
+def test_the_error_shown_is_the_error_raised() -> None:
+  shown = re.search(r"DescriptorError: (top_k: 2 problems:\n.*?)\n```", README, re.S)
+  assert shown is not None
+  with pytest.raises(dml.DescriptorError) as error:
+    jax.jit(lambda x, k: dml.top_k(x, k, direction="down"))(jnp.ones(3), 2)
+  flat = " ".join(shown.group(1).split())
+  assert flat == " ".join(str(error.value).split())
