@@ -57,7 +57,11 @@ CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...]]] = [
     lambda x, i: dml.gather_nd(x, i, batch_dims=1),
     (_values((2, 3, 4), np.int8), _indices((2, 2, 2), -5, 5)),
   ),
-  ("one_hot", lambda i, v: dml.one_hot(i, v, 5, axis=0), (_indices((1, 6), -7, 7), _values((2,), np.float32))),
+  (
+    "one_hot",
+    lambda i, v: dml.one_hot(i, 5, axis=0, on_value=v[1], off_value=v[0]),
+    (_indices((6,), -7, 7), _values((2,), np.float32)),
+  ),
   (
     "execute_top_k1",
     lambda x: dml.execute(

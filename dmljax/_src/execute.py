@@ -78,5 +78,5 @@ def execute(
   runner = _RUNNERS.get(type(desc))
   if runner is None:
     names = ", ".join(t.__name__ for t in _RUNNERS)
-    raise DescriptorError("execute", [f"desc must be one of {names}; got {type(desc).__name__}"])
+    raise DescriptorError("execute", [f"desc must be one of {names}; got desc={type(desc).__name__}"])
   return runner(desc, inputs, feature_level)
