@@ -3,13 +3,14 @@
 A workload draws its inputs from a seeded generator (never zeros) and names:
 
 * ``dmljax``: the library call (timed under an outer ``jax.jit``, and eagerly);
-* ``jax``: the natural native-JAX forms that compute the same thing, exactly (target 1 compares the
-  library with the fastest of them), or ``approx``: native forms that only approximate the SPEC
-  (negation for smallest-k, flipping for last-index argmin), shown for information;
+* ``jax``: the natural native-JAX forms that compute the same thing; ``approx_reasons`` names those
+  that only approximate DirectML's semantics, with the reason (any other form is exact). Target 1
+  compares the library with the fastest native form;
 * ``baseline``: for the slow-path workloads (target 2), the fast float32 case of the same shape;
 * ``torch`` and ``onnx``: PyTorch forms and a single-node ONNX model.
 
-The first input is the differentiated one where the workload has a gradient.
+The first input is the differentiated one where the workload has a gradient. The small-size
+workloads (LM decoding, MoE routing, per-example code under ``vmap``) are in ``workloads_small``.
 """
 
 from __future__ import annotations
@@ -46,14 +47,14 @@ class OnnxNode:
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
-  """One timed case; ``jax``/``approx``/``baseline``/``torch`` map a form's name to its function."""
+  """One timed case; ``jax``/``baseline``/``torch`` map a form's name to its function."""
 
   name: str
   group: str
   make: Callable[[np.random.Generator], tuple[np.ndarray, ...]]
   dmljax: Fn
   jax: dict[str, Fn]
-  approx: dict[str, Fn] = dataclasses.field(default_factory=dict)
+  approx_reasons: dict[str, str] = dataclasses.field(default_factory=dict)
   baseline: dict[str, Fn] = dataclasses.field(default_factory=dict)
   baseline_make: Callable[[np.random.Generator], tuple[np.ndarray, ...]] | None = None
   torch: dict[str, Fn] = dataclasses.field(default_factory=dict)
@@ -69,7 +70,7 @@ class Workload:
     return "slow_path" if self.baseline else "native"
 
 
-def _normal(shape: tuple[int, ...], dtype: Any = np.float32) -> Callable[[np.random.Generator], tuple[np.ndarray]]:
+def normal(shape: tuple[int, ...], dtype: Any = np.float32) -> Callable[[np.random.Generator], tuple[np.ndarray]]:
   def make(rng: np.random.Generator) -> tuple[np.ndarray]:
     x = rng.standard_normal(shape, dtype=np.float32)
     x[x == 0] = 0.5
@@ -86,11 +87,20 @@ def _integers(shape: tuple[int, ...]) -> Callable[[np.random.Generator], tuple[n
   return make
 
 
-def _first(out: Any) -> Any:
-  return out[0] if isinstance(out, tuple) else out
+# Why a native form only approximates DirectML's semantics (shown in the report's legend).
+FLOAT_TOP_K = (
+  "XLA's TopK orders floats by their IEEE total order: +0.0 ranks above -0.0 instead of tying with it "
+  "(ties go by index), and NaNs rank by sign and payload (a negative NaN comes last instead of first)"
+)
+NEGATED_TOP_K = (
+  "smallest-k as -top_k(-x): -0.0 and +0.0 tie-break by sign instead of by index, and NaNs rank by sign "
+  "and payload (a NaN may come first instead of last); on integers -INT_MIN overflows"
+)
+FILL_MODE = "mode 'fill' (the default): an out-of-range index reads NaN, where DirectML clamps it"
+ONE_HOT_NEGATIVE = "an index in [-depth, -1] gives an all-off row, where DirectML counts it from the end"
 
 
-def _torch_mod() -> Any:
+def torch_mod() -> Any:
   import torch
 
   return torch
@@ -104,7 +114,8 @@ def top_k_workloads(quick: bool) -> list[Workload]:
 
   def top_k_case(name: str, shape: tuple[int, ...], k: int, dtype: Any, make: Any) -> Workload:
     is_f32 = np.dtype(dtype) == np.float32
-    torch_forms: dict[str, Fn] = {"torch.topk": lambda x: _torch_mod().topk(x, k, dim=-1)}
+    torch_forms: dict[str, Fn] = {"torch.topk": lambda x: torch_mod().topk(x, k, dim=-1)}
+    is_int = np.dtype(dtype) == np.int32
     jax_forms: dict[str, Fn] = {"jax.lax.top_k": lambda x: lax.top_k(x, k)}
     if k == 1:
       jax_forms["jnp.argmax+take_along_axis"] = lambda x: (
@@ -115,11 +126,11 @@ def top_k_workloads(quick: bool) -> list[Workload]:
       name=name,
       group="top_k",
       make=make,
-      dmljax=lambda x: dml.top_k(x, k),
-      jax=jax_forms if is_f32 else {},
-      approx={} if is_f32 else {"jax.lax.top_k (sort fallback)": lambda x: lax.top_k(x, k)},
+      dmljax=lambda x: dml.top_k(x, k, index_dtype=jnp.int32),
+      jax=jax_forms,
+      approx_reasons={} if is_int else {"jax.lax.top_k": FLOAT_TOP_K},
       baseline={} if is_f32 else {"jax.lax.top_k float32": lambda x: lax.top_k(x, k)},
-      baseline_make=None if is_f32 else _normal(shape),
+      baseline_make=None if is_f32 else normal(shape),
       torch=torch_forms,
       onnx={"TopK": OnnxNode("TopK", {"axis": -1, "largest": 1, "sorted": 1}, (("k", np.array([k], np.int64)),), 2)},
       grad=dtype != np.int32,
@@ -127,9 +138,9 @@ def top_k_workloads(quick: bool) -> list[Workload]:
       slow_native=not is_f32,
     )
 
-  out.append(top_k_case(f"top_k f32 {rows}x{n} k=50", (rows, n), 50, np.float32, _normal((rows, n))))
-  out.append(top_k_case(f"top_k f32 {rows}x{n} k=1", (rows, n), 1, np.float32, _normal((rows, n))))
-  out.append(top_k_case(f"top_k f32 {moe[0]}x{moe[1]} k=2 (MoE)", moe, 2, np.float32, _normal(moe)))
+  out.append(top_k_case(f"top_k f32 {rows}x{n} k=50", (rows, n), 50, np.float32, normal((rows, n))))
+  out.append(top_k_case(f"top_k f32 {rows}x{n} k=1", (rows, n), 1, np.float32, normal((rows, n))))
+  out.append(top_k_case(f"top_k f32 {moe[0]}x{moe[1]} k=2 (MoE)", moe, 2, np.float32, normal(moe)))
 
   def distances(rng: np.random.Generator) -> tuple[np.ndarray]:
     return (rng.uniform(0.01, 100.0, knn).astype(np.float32),)
@@ -139,12 +150,12 @@ def top_k_workloads(quick: bool) -> list[Workload]:
       name=f"top_k INCREASING f32 {knn[0]}x{knn[1]} k=16 (kNN)",
       group="top_k",
       make=distances,
-      dmljax=lambda x: dml.top_k(x, 16, direction="increasing"),
-      jax={},
-      approx={"-jax.lax.top_k(-x)": lambda x: (lambda v, i: (-v, i))(*lax.top_k(-x, 16))},
+      dmljax=lambda x: dml.top_k(x, 16, direction="increasing", index_dtype=jnp.int32),
+      jax={"-jax.lax.top_k(-x)": lambda x: (lambda v, i: (-v, i))(*lax.top_k(-x, 16))},
+      approx_reasons={"-jax.lax.top_k(-x)": NEGATED_TOP_K},
       baseline={"jax.lax.top_k float32 DECREASING": lambda x: lax.top_k(x, 16)},
       baseline_make=distances,
-      torch={"torch.topk(largest=False)": lambda x: _torch_mod().topk(x, 16, dim=-1, largest=False)},
+      torch={"torch.topk(largest=False)": lambda x: torch_mod().topk(x, 16, dim=-1, largest=False)},
       onnx={"TopK": OnnxNode("TopK", {"axis": -1, "largest": 0, "sorted": 1}, (("k", np.array([16], np.int64)),), 2)},
       grad=True,
       value_output=0,
@@ -152,8 +163,8 @@ def top_k_workloads(quick: bool) -> list[Workload]:
   )
   for label, dtype, make in (
     ("int32", np.int32, _integers((rows, n))),
-    ("f16", np.float16, _normal((rows, n), np.float16)),
-    ("bf16", ml_dtypes.bfloat16, _normal((rows, n), ml_dtypes.bfloat16)),
+    ("f16", np.float16, normal((rows, n), np.float16)),
+    ("bf16", ml_dtypes.bfloat16, normal((rows, n), ml_dtypes.bfloat16)),
   ):
     out.append(top_k_case(f"top_k {label} {rows}x{n} k=50", (rows, n), 50, dtype, make))
   return out
@@ -167,10 +178,10 @@ def arg_workloads(quick: bool) -> list[Workload]:
     Workload(
       name=f"argmax {am[0]}x{am[1]} axis 1",
       group="argmax",
-      make=_normal(am),
-      dmljax=lambda x: dml.argmax(x, 1),
+      make=normal(am),
+      dmljax=lambda x: dml.argmax(x, 1, keepdims=True),
       jax={"jnp.argmax": lambda x: jnp.argmax(x, axis=1, keepdims=True)},
-      torch={"torch.argmax": lambda x: _torch_mod().argmax(x, dim=1, keepdim=True)},
+      torch={"torch.argmax": lambda x: torch_mod().argmax(x, dim=1, keepdim=True)},
       onnx={"ArgMax": OnnxNode("ArgMax", {"axis": 1, "keepdims": 1})},
     )
   ]
@@ -182,7 +193,7 @@ def arg_workloads(quick: bool) -> list[Workload]:
     return flat[1] - 1 - jnp.argmin(jnp.flip(x.reshape(flat), axis=1), axis=1)
 
   def torch_last(x: Any) -> Any:
-    torch = _torch_mod()
+    torch = torch_mod()
     return flat[1] - 1 - torch.argmin(torch.flip(x.reshape(flat), dims=(1,)), dim=1)
 
   for direction in ("increasing", "decreasing"):
@@ -191,17 +202,16 @@ def arg_workloads(quick: bool) -> list[Workload]:
       Workload(
         name=f"argmin {a3[0]}x{a3[1]}x{a3[2]} axes (1,2) {direction.upper()}",
         group="argmin",
-        make=_normal(a3),
+        make=normal(a3),
         dmljax=lambda x, d=direction: dml.argmin(x, (1, 2), direction=d),
-        jax={},
-        approx={"n-1-jnp.argmin(flip(reshape))": last_by_flip} if last else {"jnp.argmin(reshape)": single_axis},
+        jax={"n-1-jnp.argmin(flip(reshape))": last_by_flip} if last else {"jnp.argmin(reshape)": single_axis},
         baseline={"jnp.argmin single axis": single_axis},
-        baseline_make=_normal(a3),
+        baseline_make=normal(a3),
         slow_native=True,
         torch={
           "torch.argmin(flip(reshape))" if last else "torch.argmin(reshape)": torch_last
           if last
-          else (lambda x: _torch_mod().argmin(x.reshape(flat), dim=1))
+          else (lambda x: torch_mod().argmin(x.reshape(flat), dim=1))
         },
         onnx={
           "Reshape+ArgMin": OnnxNode(
@@ -219,7 +229,7 @@ def reduce_workloads(quick: bool) -> list[Workload]:
   sq = (256, 512) if quick else (4096, 4096)
   avg = (4, 8, 14, 14) if quick else (32, 64, 56, 56)
   size = sq[0] * sq[1] * 4
-  torch = _torch_mod
+  torch = torch_mod
 
   def near_one(rng: np.random.Generator) -> tuple[np.ndarray]:
     return ((1.0 + 0.002 * rng.standard_normal(sq, dtype=np.float32)).astype(np.float32),)
@@ -232,8 +242,8 @@ def reduce_workloads(quick: bool) -> list[Workload]:
     Workload(
       name=f"reduce SUM {sq[0]}x{sq[1]} axis 1",
       group="reduce",
-      make=_normal(sq),
-      dmljax=lambda x: dml.reduce(x, "sum", 1),
+      make=normal(sq),
+      dmljax=lambda x: dml.reduce(x, "sum", 1, keepdims=True),
       jax={"jnp.sum": lambda x: jnp.sum(x, axis=1, keepdims=True)},
       torch={"torch.sum": lambda x: torch().sum(x, dim=1, keepdim=True)},
       onnx={"ReduceSum": reduce_node("ReduceSum", (1,))},
@@ -243,8 +253,8 @@ def reduce_workloads(quick: bool) -> list[Workload]:
     Workload(
       name=f"reduce SUM {sq[0]}x{sq[1]} axis 0",
       group="reduce",
-      make=_normal(sq),
-      dmljax=lambda x: dml.reduce(x, "sum", 0),
+      make=normal(sq),
+      dmljax=lambda x: dml.reduce(x, "sum", 0, keepdims=True),
       jax={"jnp.sum": lambda x: jnp.sum(x, axis=0, keepdims=True)},
       torch={"torch.sum": lambda x: torch().sum(x, dim=0, keepdim=True)},
       onnx={"ReduceSum": reduce_node("ReduceSum", (0,))},
@@ -254,8 +264,8 @@ def reduce_workloads(quick: bool) -> list[Workload]:
     Workload(
       name=f"reduce SUM {sq[0]}x{sq[1]} all axes",
       group="reduce",
-      make=_normal(sq),
-      dmljax=lambda x: dml.reduce(x, "sum"),
+      make=normal(sq),
+      dmljax=lambda x: dml.reduce(x, "sum", keepdims=True),
       jax={"jnp.sum": lambda x: jnp.sum(x, keepdims=True)},
       torch={"torch.sum": lambda x: torch().sum(x).reshape(1, 1)},
       onnx={"ReduceSum": reduce_node("ReduceSum", None)},
@@ -265,8 +275,8 @@ def reduce_workloads(quick: bool) -> list[Workload]:
     Workload(
       name=f"reduce LOG_SUM_EXP {sq[0]}x{sq[1]} axis 1",
       group="reduce",
-      make=_normal(sq),
-      dmljax=lambda x: dml.reduce(x, "log_sum_exp", 1),
+      make=normal(sq),
+      dmljax=lambda x: dml.reduce(x, "log_sum_exp", 1, keepdims=True),
       jax={"jax.nn.logsumexp": lambda x: jax.nn.logsumexp(x, axis=1, keepdims=True)},
       torch={"torch.logsumexp": lambda x: torch().logsumexp(x, dim=1, keepdim=True)},
       onnx={"ReduceLogSumExp": reduce_node("ReduceLogSumExp", (1,))},
@@ -276,8 +286,8 @@ def reduce_workloads(quick: bool) -> list[Workload]:
     Workload(
       name=f"reduce L2 {sq[0]}x{sq[1]} axis 1",
       group="reduce",
-      make=_normal(sq),
-      dmljax=lambda x: dml.reduce(x, "l2", 1),
+      make=normal(sq),
+      dmljax=lambda x: dml.reduce(x, "l2", 1, keepdims=True),
       jax={
         "jnp.linalg.norm": lambda x: jnp.linalg.norm(x, axis=1, keepdims=True),
         "jnp.sqrt(jnp.sum(x*x))": lambda x: jnp.sqrt(jnp.sum(x * x, axis=1, keepdims=True)),
@@ -291,7 +301,7 @@ def reduce_workloads(quick: bool) -> list[Workload]:
       name=f"reduce MULTIPLY {sq[0]}x{sq[1]} axis 1",
       group="reduce",
       make=near_one,
-      dmljax=lambda x: dml.reduce(x, "multiply", 1),
+      dmljax=lambda x: dml.reduce(x, "multiply", 1, keepdims=True),
       jax={"jnp.prod": lambda x: jnp.prod(x, axis=1, keepdims=True)},
       torch={"torch.prod": lambda x: torch().prod(x, dim=1, keepdim=True)},
       onnx={"ReduceProd": reduce_node("ReduceProd", (1,))},
@@ -301,8 +311,8 @@ def reduce_workloads(quick: bool) -> list[Workload]:
     Workload(
       name=f"reduce AVERAGE {'x'.join(map(str, avg))} axes (2,3)",
       group="reduce",
-      make=_normal(avg),
-      dmljax=lambda x: dml.reduce(x, "average", (2, 3)),
+      make=normal(avg),
+      dmljax=lambda x: dml.reduce(x, "average", (2, 3), keepdims=True),
       jax={"jnp.mean": lambda x: jnp.mean(x, axis=(2, 3), keepdims=True)},
       torch={"torch.mean": lambda x: torch().mean(x, dim=(2, 3), keepdim=True)},
       onnx={"ReduceMean": reduce_node("ReduceMean", (2, 3))},
@@ -316,13 +326,13 @@ def gather_one_hot_workloads(quick: bool) -> list[Workload]:
   emb, count = ((1000, 64), 256) if quick else ((50000, 512), 8192)
   bx, bi = ((4, 128, 16), (4, 64, 1)) if quick else ((32, 1024, 64), (32, 512, 1))
   oh, depth = (256, 100) if quick else (8192, 1000)
-  torch = _torch_mod
+  torch = torch_mod
 
   def embedding(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    return _normal(emb)(rng)[0], rng.integers(0, emb[0], (count, 1), dtype=np.int32)
+    return normal(emb)(rng)[0], rng.integers(0, emb[0], (count, 1), dtype=np.int32)
 
   def batched(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    return _normal(bx)(rng)[0], rng.integers(0, bx[1], bi, dtype=np.int32)
+    return normal(bx)(rng)[0], rng.integers(0, bx[1], bi, dtype=np.int32)
 
   def hot(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return rng.integers(0, depth, (oh, 1), dtype=np.int32), np.array([0.0, 1.0], np.float32)
@@ -343,6 +353,7 @@ def gather_one_hot_workloads(quick: bool) -> list[Workload]:
       make=embedding,
       dmljax=lambda x, i: dml.gather_nd(x, i),
       jax={"x[i]": lambda x, i: x[i[:, 0]], "jnp.take": lambda x, i: jnp.take(x, i[:, 0], axis=0)},
+      approx_reasons={"jnp.take": FILL_MODE},
       torch={
         "x[i]": lambda x, i: x[i[:, 0].long()],
         "torch.index_select": lambda x, i: torch().index_select(x, 0, i[:, 0]),
@@ -362,6 +373,7 @@ def gather_one_hot_workloads(quick: bool) -> list[Workload]:
         "x[b, i]": lambda x, i: x[batch, i[..., 0]],
         "jnp.take_along_axis": lambda x, i: jnp.take_along_axis(x, i, axis=1),
       },
+      approx_reasons={"jnp.take_along_axis": FILL_MODE},
       torch={
         "x[b, i]": torch_batched_index,
         "torch.gather": lambda x, i: torch().gather(x, 1, i.long().expand(-1, -1, bx[2])),
@@ -375,8 +387,9 @@ def gather_one_hot_workloads(quick: bool) -> list[Workload]:
       name=f"one_hot {oh}x1 indices, depth {depth}",
       group="one_hot",
       make=hot,
-      dmljax=lambda i, v: dml.one_hot(i, v, depth),
+      dmljax=lambda i, v: dml.one_hot(i[:, 0], depth, on_value=v[1], off_value=v[0]),
       jax={"jax.nn.one_hot": lambda i, v: jax.nn.one_hot(i[:, 0], depth, dtype=v.dtype)},
+      approx_reasons={"jax.nn.one_hot": ONE_HOT_NEGATIVE},
       torch={
         "F.one_hot().to(float32)": lambda i, v: torch().nn.functional.one_hot(i[:, 0].long(), depth).to(v.dtype),
         "zeros().scatter_()": torch_one_hot_scatter,
@@ -395,12 +408,15 @@ def gather_one_hot_workloads(quick: bool) -> list[Workload]:
 
 
 def all_workloads(quick: bool) -> list[Workload]:
+  from benchmarks.workloads_small import small_workloads
+
   return [
     *top_k_workloads(quick),
     *arg_workloads(quick),
     *reduce_workloads(quick),
     *gather_one_hot_workloads(quick),
+    *small_workloads(quick),
   ]
 
 
-__all__ = ["OnnxNode", "Workload", "_first", "all_workloads"]
+__all__ = ["OnnxNode", "Workload", "all_workloads"]

@@ -17,8 +17,7 @@ from dmljax._src.one_hot import OneHotDesc, one_hot
 from dmljax._src.reduce import ReduceDesc, ReduceFunction, reduce
 from dmljax._src.tensor_desc import TensorDesc
 from dmljax._src.top_k import TopK1Desc, TopKDesc, top_k
-
-__version__ = "0.1.0"
+from dmljax._version import __version__ as __version__
 
 __all__ = [
   "ArgMaxDesc",

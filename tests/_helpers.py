@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -94,3 +95,28 @@ def assert_exactly(actual: Any, expected: Any, dtype: Any, msg: str = "") -> Non
   actual = np.asarray(actual)
   assert actual.dtype == np.dtype(dtype), f"{msg}: dtype {actual.dtype} != {np.dtype(dtype)}"
   np.testing.assert_array_equal(actual, np.asarray(expected).astype(dtype), err_msg=msg, strict=True)
+
+
+def one_hot_dml_layout(indices: Any, values: Any, depth: int, *, axis: int) -> jax.Array:
+  """DirectML's ONE_HOT layout through the functional :func:`dml.one_hot` (``jax.nn.one_hot``'s layout).
+
+  ``indices`` has size 1 on ``axis`` (DirectML's IndicesTensor); ``values.flat[0]`` is OffValue and
+  ``values.flat[1]`` OnValue (DirectML's ValuesTensor). The functional call takes the indices without that
+  axis and inserts ``depth`` there, so its output has DirectML's OutputTensor shape and the values' dtype.
+  """
+  flat = jnp.asarray(values).reshape(-1)
+  rank = jnp.ndim(indices)
+  squeezed = jnp.squeeze(jnp.asarray(indices), axis % rank)
+  return dml.one_hot(squeezed, depth, axis=axis, on_value=flat[1], off_value=flat[0])
+
+
+# Every problem of a DescriptorError ends with "; got <field>=<value>", "; got <field> array ..." or
+# "; got <field> of type ..." (a count: "len(<field>)=<n>"): the 'got' part names its field first, so the
+# old "got shape (2, 3)" or "got ranks a=1, b=2" fail.
+_GOT_FIELD = re.compile(r"; got (?:[A-Za-z_][\w.\[\]\-]*|len\([A-Za-z_]\w*\))(?:=| array | of type )")
+
+
+def assert_got_names_its_field(error: dml.DescriptorError) -> None:
+  for problem in error.problems:
+    got = problem.rfind("; got ")
+    assert got >= 0 and _GOT_FIELD.match(problem, got), f"{error.operator}: 'got' names no field in {problem!r}"

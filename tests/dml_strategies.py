@@ -393,10 +393,14 @@ def one_hot_cases(draw: st.DrawFn) -> dict[str, Any]:
       tensor(index_dtype, indices_shape), tensor(dtype, desc_values.shape), tensor(dtype, out_shape), axis=axis
     )
     inputs = (indices, desc_values)
+  flat = on_off.reshape(-1)
   return dict(
     op="one_hot",
     indices=indices,
+    functional_indices=indices.squeeze(axis),  # jax.nn.one_hot's layout: the output's shape without `depth`
     values=on_off,
+    on_value=flat[1:2].reshape(()),  # 0-d arrays: the output keeps the values' dtype
+    off_value=flat[:1].reshape(()),
     depth=depth,
     axis=axis,
     functional_axis=axis_for_functional(draw, axis, rank),
@@ -416,7 +420,11 @@ CASES: dict[str, Callable[[], st.SearchStrategy[dict[str, Any]]]] = {
 
 
 def call_functional(case: dict[str, Any]) -> Any:
-  """The functional-path call a case describes."""
+  """The functional-path call a case describes, giving DirectML's layout (the reference's).
+
+  argmin/argmax/reduce keep the reduced axes (``keepdims=True``); one_hot takes the indices without the size-1
+  axis and inserts ``depth`` where DirectML's output has it, so both compare with the reference as they are.
+  """
   op = case["op"]
   if op == "top_k":
     return dml.top_k(
@@ -424,15 +432,23 @@ def call_functional(case: dict[str, Any]) -> Any:
     )
   if op == "arg_reduce":
     f = dml.argmin if case["kind"] == "min" else dml.argmax
-    return f(case["x"], case["functional_axes"], direction=case["direction"], index_dtype=case["index_dtype"])
+    options = {"direction": case["direction"], "keepdims": True, "index_dtype": case["index_dtype"]}
+    return f(case["x"], case["functional_axes"], **options)
   if op == "reduce":
-    return dml.reduce(case["x"], case["function"], case["functional_axes"], index_dtype=case["index_dtype"])
+    options = {"keepdims": True, "index_dtype": case["index_dtype"]}
+    return dml.reduce(case["x"], case["function"], case["functional_axes"], **options)
   if op == "gather_nd":
     return dml.gather_nd(
       case["x"], case["indices"], batch_dims=case["batch_dims"], deterministic=case.get("deterministic", False)
     )
   if op == "one_hot":
-    return dml.one_hot(case["indices"], case["values"], case["depth"], axis=case["functional_axis"])
+    return dml.one_hot(
+      case["functional_indices"],
+      case["depth"],
+      axis=case["functional_axis"],
+      on_value=case["on_value"],
+      off_value=case["off_value"],
+    )
   raise AssertionError(op)
 
 

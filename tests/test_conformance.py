@@ -25,7 +25,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference
-from _helpers import BFLOAT16, SMALL_FLOATS, SMALL_INTS, WIDE_TYPES, assert_bitwise_equal, desc_of, x64
+from _helpers import (
+  BFLOAT16,
+  SMALL_FLOATS,
+  SMALL_INTS,
+  WIDE_TYPES,
+  assert_bitwise_equal,
+  desc_of,
+  one_hot_dml_layout,
+  x64,
+)
 
 import dmljax as dml
 
@@ -193,7 +202,7 @@ def test_top_k_every_k(direction):
   x = np.array([[0.0, -0.0, np.nan, 3.0, -np.inf, 3.0, np.inf, np.nan, 1.0]], np.float32)
   for k in range(1, x.shape[1] + 1):
     want_values, want_indices = reference.ref_top_k(x, k, 1, direction)
-    values, indices = dml.top_k(x, k, axis=1, direction=direction)
+    values, indices = dml.top_k(x, k, axis=1, direction=direction, index_dtype=np.uint32)
     assert_bitwise_equal(values, want_values, f"k={k}")
     assert_bitwise_equal(indices, want_indices.astype(np.uint32), f"k={k}")
     desc = dml.TopK1Desc(
@@ -244,13 +253,19 @@ def test_arg_min_max(dtype):
 
 
 def test_arg_min_max_all_axes_default():
-  """``axes=None`` is every axis; the index is the row-major flat index over all of them."""
+  """``axis=None`` is every axis; the index is the row-major flat index over all of them.
+
+  With ``keepdims=True`` the result has DirectML's layout (size 1 on every axis); by default (JAX's convention)
+  it is a 0-d int32 array holding the same index.
+  """
   rng = _rng("arg_all")
   x = _data(rng, (3, 4, 5), np.dtype(np.float32), "ties")
   for kind, functional in (("min", dml.argmin), ("max", dml.argmax)):
     for direction in DIRECTIONS:
-      want = reference.ref_arg_reduce(x, (0, 1, 2), kind, direction).astype(np.uint32)
-      assert_bitwise_equal(functional(x, direction=direction), want, f"{kind} {direction}")
+      want = reference.ref_arg_reduce(x, (0, 1, 2), kind, direction)
+      got = functional(x, direction=direction, keepdims=True, index_dtype=np.uint32)
+      assert_bitwise_equal(got, want.astype(np.uint32), f"{kind} {direction}")
+      assert_bitwise_equal(functional(x, direction=direction), want.reshape(()).astype(np.int32), f"{kind} {direction}")
 
 
 # --------------------------------------------------------------------------- #
@@ -478,7 +493,7 @@ def test_reduce(dtype):
       if function in ("argmax", "argmin"):
         want = want.astype(index_dtype)
       msg = f"reduce {function} {dtype.name}{shape} axes={axes} {kind}"
-      got = dml.reduce(_as_jax(x), function, given_axes, index_dtype=index_dtype)
+      got = dml.reduce(_as_jax(x), function, given_axes, keepdims=True, index_dtype=index_dtype)
       _assert_reduce_close(got, want, x, axes, function, msg)
       if use_descriptor:
         desc = dml.ReduceDesc(
@@ -494,7 +509,7 @@ def test_reduce_keepdims_false_and_negative_axes():
     data = np.abs(x) + 0.25 if function == "log_sum" else x
     want = _ref_reduce(data, function, (0, 2))
     if function in ("argmax", "argmin"):
-      want = want.astype(np.uint32)
+      want = want.astype(np.int32)  # the functional path's default index type
     got = dml.reduce(data, function, (-1, 0), keepdims=False)
     assert got.shape == (3,), function
     _assert_reduce_close(np.asarray(got).reshape(want.shape), want, data, (0, 2), function, function)
@@ -505,10 +520,10 @@ def test_reduce_integer_wraps():
   x = np.array([[127, 1], [-128, -1], [100, 100]], np.int8)
   for function in ("sum", "multiply", "sum_square", "l1"):
     want = _ref_reduce(x, function, (1,))
-    got = dml.reduce(x, function, 1)
+    got = dml.reduce(x, function, 1, keepdims=True)
     np.testing.assert_array_equal(np.asarray(got), want, err_msg=function, strict=True)
   u = np.array([4294967295, 2], np.uint32)
-  np.testing.assert_array_equal(np.asarray(dml.reduce(u, "sum")), np.array([1], np.uint32), strict=True)
+  np.testing.assert_array_equal(np.asarray(dml.reduce(u, "sum", keepdims=True)), np.array([1], np.uint32), strict=True)
 
 
 # --------------------------------------------------------------------------- #
@@ -550,7 +565,8 @@ def test_one_hot(dtype):
       values = _data(rng, values_shape, dtype, kind)
       want = reference.ref_one_hot(indices, values, depth, axis)
       given_axis = axis - rank if case % 2 else axis
-      assert_bitwise_equal(dml.one_hot(_as_jax(indices), _as_jax(values), depth, axis=given_axis), want, msg)
+      got = one_hot_dml_layout(_as_jax(indices), _as_jax(values), depth, axis=given_axis)
+      assert_bitwise_equal(got, want, msg)
       if _is_dml(dtype) and index_dtype in DML_INDEX_TYPES:
         dml_values = values.reshape((1,) * (rank - 1) + (values.size,))
         desc = dml.OneHotDesc(
@@ -563,12 +579,12 @@ def test_one_hot_extreme_unsigned_and_small_signed_indices():
   """Huge unsigned indices are invalid (all OffValue); int8 indices next to a large depth are exact."""
   values = np.array([7, -3], np.int16)
   u = np.array([[4294967295], [4294967294], [2], [5]], np.uint32)
-  assert_bitwise_equal(dml.one_hot(u, values, 5, axis=1), reference.ref_one_hot(u, values, 5, 1), "uint32")
+  assert_bitwise_equal(one_hot_dml_layout(u, values, 5, axis=1), reference.ref_one_hot(u, values, 5, 1), "uint32")
   s = np.array([[-128], [127], [-1], [0]], np.int8)
-  assert_bitwise_equal(dml.one_hot(s, values, 300, axis=1), reference.ref_one_hot(s, values, 300, 1), "int8")
+  assert_bitwise_equal(one_hot_dml_layout(s, values, 300, axis=1), reference.ref_one_hot(s, values, 300, 1), "int8")
   with x64():
     u64 = np.array([[2**64 - 1], [2**63], [3]], np.uint64)
-    assert_bitwise_equal(dml.one_hot(u64, values, 4, axis=1), reference.ref_one_hot(u64, values, 4, 1), "uint64")
+    assert_bitwise_equal(one_hot_dml_layout(u64, values, 4, axis=1), reference.ref_one_hot(u64, values, 4, 1), "uint64")
 
 
 @pytest.mark.parametrize("dtype", [np.dtype(np.float16), BFLOAT16], ids=_dtype_id)
@@ -578,7 +594,7 @@ def test_reduce_low_precision_accumulates_in_float32(dtype):
   x[0] = 2048
   for function in ("sum", "l1", "average"):
     want = _ref_reduce(x, function, (0,))
-    got = dml.reduce(x, function, 0)
+    got = dml.reduce(x, function, 0, keepdims=True)
     assert_bitwise_equal(got, want, function)
     assert float(np.asarray(got, np.float32)[0]) != (2048.0 if function != "average" else 2.0)
 
@@ -607,7 +623,7 @@ def test_narrow_integer_indices(index_dtype):
     assert_bitwise_equal(dml.gather_nd(x, indices), want, f"gather_nd size {size}")
     values = np.array([0.5, -1.5], np.float32)
     want = reference.ref_one_hot(_widened(indices), values, size, 1)
-    assert_bitwise_equal(dml.one_hot(indices, values, size, axis=1), want, f"one_hot depth {size}")
+    assert_bitwise_equal(one_hot_dml_layout(indices, values, size, axis=1), want, f"one_hot depth {size}")
 
 
 @pytest.mark.parametrize("dtype", NARROW_FLOATS + NARROW_INTS[:2], ids=_dtype_id)
@@ -620,13 +636,14 @@ def test_narrow_value_types(dtype):
   wide = x if dtype in NARROW_FLOATS else _widened(x)  # the reference reads float8 itself, narrow ints widened
   for direction in DIRECTIONS:
     want_values, want_indices = reference.ref_top_k(wide, 3, 1, direction)
-    values, indices = dml.top_k(x, 3, axis=1, direction=direction)
+    values, indices = dml.top_k(x, 3, axis=1, direction=direction, index_dtype=np.uint32)
     assert_bitwise_equal(values, want_values.astype(dtype), f"top_k {direction}")
     assert_bitwise_equal(indices, want_indices.astype(np.uint32), f"top_k {direction}")
     for kind, functional in (("min", dml.argmin), ("max", dml.argmax)):
       want = reference.ref_arg_reduce(wide, (1,), kind, direction).astype(np.uint32)
-      assert_bitwise_equal(functional(x, 1, direction=direction), want, f"arg{kind} {direction}")
+      got = functional(x, 1, direction=direction, keepdims=True, index_dtype=np.uint32)
+      assert_bitwise_equal(got, want, f"arg{kind} {direction}")
   for function in ("max", "min"):
     want = reference.ref_reduce(wide, function, (0,))
-    got = np.asarray(dml.reduce(x, function, 0))
+    got = np.asarray(dml.reduce(x, function, 0, keepdims=True))
     np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32), err_msg=function)

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _helpers import one_hot_dml_layout
 from reference import ref_arg_reduce, ref_gather_nd, ref_one_hot, ref_top_k
 
 import dmljax as dml
@@ -76,8 +77,10 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
   ),
   "one_hot": (
     lambda i, v: (
-      dml.one_hot(i, v, 7),
-      jax.grad(lambda v: jnp.sum(dml.one_hot(i, v, 7) * np.arange(7.0, dtype=np.float32).reshape(1, 7)))(v),
+      one_hot_dml_layout(i, v, 7, axis=-1),
+      jax.grad(
+        lambda v: jnp.sum(one_hot_dml_layout(i, v, 7, axis=-1) * np.arange(7.0, dtype=np.float32).reshape(1, 7))
+      )(v),
     ),
     (ONE_HOT_INDICES, ON_OFF),
   ),
@@ -229,8 +232,18 @@ def _data_dependent_cases() -> list[tuple[str, Callable[..., Any], tuple[Any, ..
       (NAN_X,),
       ref_top_k(NAN_X, 6, 1, "increasing")[1],
     ),
-    ("argmin NaN", lambda x: dml.argmin(x, 1), (NAN_X,), ref_arg_reduce(NAN_X, (1,), "min", "increasing")),
-    ("argmax NaN", lambda x: dml.argmax(x, 1), (NAN_X,), ref_arg_reduce(NAN_X, (1,), "max", "increasing")),
+    (
+      "argmin NaN",
+      lambda x: dml.argmin(x, 1, keepdims=True),
+      (NAN_X,),
+      ref_arg_reduce(NAN_X, (1,), "min", "increasing"),
+    ),
+    (
+      "argmax NaN",
+      lambda x: dml.argmax(x, 1, keepdims=True),
+      (NAN_X,),
+      ref_arg_reduce(NAN_X, (1,), "max", "increasing"),
+    ),
     (
       "gather_nd out of range",
       lambda x, i: dml.gather_nd(x, i),
@@ -245,19 +258,19 @@ def _data_dependent_cases() -> list[tuple[str, Callable[..., Any], tuple[Any, ..
     ),
     (
       "one_hot out of range",
-      lambda i, v: dml.one_hot(i, v, 6),
+      lambda i, v: one_hot_dml_layout(i, v, 6, axis=-1),
       (WILD, ON_OFF),
       ref_one_hot(WILD, ON_OFF, 6, 1),
     ),
     (
       "one_hot huge unsigned",
-      lambda i, v: dml.one_hot(i, v, 6),
+      lambda i, v: one_hot_dml_layout(i, v, 6, axis=-1),
       (WILD_U, ON_OFF),
       ref_one_hot(WILD_U, ON_OFF, 6, 1),
     ),
     (
       "reduce NaN",
-      lambda x: dml.reduce(x, "max", 1),
+      lambda x: dml.reduce(x, "max", 1, keepdims=True),
       (NAN_X,),
       np.array([[np.nan]], np.float32),
     ),

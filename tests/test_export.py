@@ -57,7 +57,11 @@ CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...]]] = [
     lambda x, i: dml.gather_nd(x, i, batch_dims=1),
     (_values((2, 3, 4), np.int8), _indices((2, 2, 2), -5, 5)),
   ),
-  ("one_hot", lambda i, v: dml.one_hot(i, v, 5, axis=0), (_indices((1, 6), -7, 7), _values((2,), np.float32))),
+  (
+    "one_hot",
+    lambda i, v: dml.one_hot(i, 5, axis=0, on_value=v[1], off_value=v[0]),
+    (_indices((6,), -7, 7), _values((2,), np.float32)),
+  ),
   (
     "execute_top_k1",
     lambda x: dml.execute(
@@ -127,7 +131,7 @@ def test_exported_top_k_is_differentiable() -> None:
 @pytest.mark.parametrize("spec", [P("b"), P("b", "x"), P(None, ("b", "x"))], ids=str)
 def test_program_sharded_over_explicit_axes_exports(spec: P) -> None:
   """On explicit axes the sharded top-k is a shard_map, which serializes (no partitioning callback)."""
-  mesh = jax.make_mesh((2, 4), ("b", "x"))
+  mesh = jax.make_mesh((2, 4), ("b", "x"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
   sharding = NamedSharding(mesh, spec)
   x = _values((8, 64), np.float32)
 

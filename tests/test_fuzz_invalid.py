@@ -23,6 +23,7 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
+from _helpers import assert_got_names_its_field
 from dml_strategies import CASES, call_functional, x64
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -44,6 +45,7 @@ def _assert_names(call: Thunk, field: str) -> None:
     pytest.fail(f"no error; got a result {jax.tree.map(np.shape, result)}")
   message = str(info.value)
   assert re.search(rf"(?<![\w.]){re.escape(field)}(?!\w)", message), (field, message)
+  assert_got_names_its_field(info.value)
 
 
 def _tensor_fields(desc: Any) -> list[str]:
@@ -265,17 +267,21 @@ def functional_corruptions(draw: st.DrawFn, op: str) -> Corruption:
   array_fields = {"top_k": ["x"], "arg_reduce": ["x"], "reduce": ["x"], "gather_nd": ["x", "indices"]}
   array_fields["one_hot"] = ["indices"]
   field = draw(st.sampled_from(array_fields[op]))
-  x = np.asarray(case[field])
+  # one_hot's functional call takes the indices in jax.nn.one_hot's layout (without DirectML's size-1 axis).
+  key = "functional_indices" if op == "one_hot" else field
+  x = np.asarray(case[key])
   kind = draw(st.sampled_from(["rank0", "rank9", "size0", "x64", "junk", "op"]))
 
   def with_(value: Any, name: str = field, keep_x64: bool = True) -> Corruption:
-    return name, lambda: call_functional({**case, field: value}), keep_x64 and case["x64"]
+    return name, lambda: call_functional({**case, key: value}), keep_x64 and case["x64"]
 
   if kind == "rank0":
-    return with_(x.reshape(-1)[0])
+    # one_hot takes rank-0 indices (a rank-1 output); rank 8 is its first invalid rank (a rank-9 output).
+    return with_(x.reshape(-1)[:1].reshape((1,) * 8) if op == "one_hot" else x.reshape(-1)[0])
   if kind == "rank9":
     return with_(x.reshape(-1)[:1].reshape((1,) * 9))
   if kind == "size0":
+    x = x.reshape(x.shape or (1,))  # one_hot's indices may be 0-d
     d = draw(st.integers(0, x.ndim - 1))
     return with_(np.take(x, np.arange(0), axis=d))
   if kind == "x64":
@@ -301,18 +307,25 @@ def functional_corruptions(draw: st.DrawFn, op: str) -> Corruption:
   if op in ("arg_reduce", "reduce"):
     rank = case["x"].ndim
     axes = draw(st.sampled_from([(0, -rank), (rank,), (-rank - 1,)]))
-    return "axes", lambda: call_functional({**case, "functional_axes": axes}), case["x64"]
+    return "axis", lambda: call_functional({**case, "functional_axes": axes}), case["x64"]
   if op == "gather_nd":
     if draw(st.booleans()):
       batch = draw(st.sampled_from([case["indices"].ndim, -1, 1.0]))
       return "batch_dims", lambda: call_functional({**case, "batch_dims": batch}), case["x64"]
     return "indices", lambda: call_functional({**case, "indices": case["indices"].astype(np.float32)}), case["x64"]
-  choice = draw(st.sampled_from(["values", "depth", "indices_float"]))
+  choice = draw(st.sampled_from(["values", "depth", "axis", "indices_float"]))
   if choice == "values":
-    return "values", lambda: call_functional({**case, "values": case["values"].reshape(-1)[:1]}), case["x64"]
+    value = draw(st.sampled_from(["on_value", "off_value"]))
+    not_scalar = np.stack([case[value]] * draw(st.integers(1, 3)))
+    return value, lambda: call_functional({**case, value: not_scalar}), case["x64"]
   if choice == "depth":
     return "depth", lambda: call_functional({**case, "depth": draw(st.sampled_from([0, -3, 2.5]))}), case["x64"]
-  return "indices", lambda: call_functional({**case, "indices": case["indices"].astype(np.float32)}), case["x64"]
+  if choice == "axis":
+    rank = case["functional_indices"].ndim + 1  # the output's rank
+    axis = draw(st.sampled_from([rank, -rank - 1, 1.0]))
+    return "axis", lambda: call_functional({**case, "functional_axis": axis}), case["x64"]
+  indices = case["functional_indices"].astype(np.float32)
+  return "indices", lambda: call_functional({**case, "functional_indices": indices}), case["x64"]
 
 
 @pytest.mark.parametrize("op", sorted(CASES))
@@ -351,12 +364,12 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
     "descriptor type",
     lambda: dml.execute(object()),
     "execute: desc must be one of TopKDesc, TopK1Desc, ArgMinDesc, ArgMaxDesc, GatherNDDesc, GatherND1Desc, "
-    "ReduceDesc, OneHotDesc; got object",
+    "ReduceDesc, OneHotDesc; got desc=object",
   ),
   (
     "feature level value",
     lambda: dml.execute(_REDUCE_SUM, _X23, feature_level="9_9"),
-    "REDUCE: feature_level must be a dml.FeatureLevel or one of 1_0, 2_0, 2_1, 3_0, 3_1, 4_0, 4_1, 5_0; "
+    "REDUCE: feature_level must be one of '1_0', '2_0', '2_1', '3_0', '3_1', '4_0', '4_1', '5_0'; "
     "got feature_level='9_9'",
   ),
   (
@@ -408,7 +421,8 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
     "same rank",
     lambda: dml.execute(dataclasses.replace(_REDUCE_SUM, output_tensor=T(f32, (1, 2, 1))), _X23),
     "REDUCE: 2 problems:\n"
-    "  - input_tensor, output_tensor must have the same rank; got ranks input_tensor=2, output_tensor=3\n"
+    "  - input_tensor, output_tensor must have the same rank (DirectML pads the smaller tensors' sizes with leading "
+    "1s, e.g. (3, 4) as (1, 3, 4)); got input_tensor.sizes=(2, 3), output_tensor.sizes=(1, 2, 1)\n"
     "  - output_tensor.sizes must be (2, 1); got output_tensor.sizes=(1, 2, 1)",
   ),
   (
@@ -435,27 +449,28 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
     "got input_tensor.data_type=INT32\n"
     "  - output_tensor.data_type must be one of FLOAT16, FLOAT32 at feature level 5_0; "
     "got output_tensor.data_type=INT32\n"
-    "  - function AVERAGE needs a floating input_tensor; got input_tensor dtype=int32",
+    "  - function AVERAGE needs a floating input_tensor; got input_tensor.dtype=int32",
   ),
   (
     "input count",
     lambda: dml.execute(_REDUCE_SUM),
-    "REDUCE: execute needs 1 input array(s) (input_tensor); got 0",
+    "REDUCE: execute needs 1 input array(s) (input_tensor); got len(inputs)=0",
   ),
   (
     "array shape",
     lambda: dml.execute(_REDUCE_SUM, np.zeros((3, 2), np.float32)),
-    "REDUCE: input_tensor array must have shape input_tensor.sizes=(2, 3); got shape (3, 2)",
+    "REDUCE: input_tensor array must have shape input_tensor.sizes=(2, 3); got input_tensor array of shape (3, 2)",
   ),
   (
     "array dtype",
     lambda: dml.execute(_REDUCE_SUM, np.zeros((2, 3), np.int32)),
-    "REDUCE: input_tensor array must have dtype float32 (input_tensor.data_type=FLOAT32); got dtype int32",
+    "REDUCE: input_tensor array must have dtype float32 (input_tensor.data_type=FLOAT32); "
+    "got input_tensor array of dtype int32",
   ),
   (
     "array of numbers",
     lambda: dml.execute(_REDUCE_SUM, [[1, 2, 3], [4, 5]]),
-    "REDUCE: input_tensor array must hold numbers of type float32; got list (...",
+    "REDUCE: input_tensor array must hold numbers of type float32; got input_tensor array list (...",
   ),
   (
     "output sizes",
@@ -480,16 +495,15 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
   (
     "axis direction",
     _top_k1(direction=2),
-    "TOP_K1: axis_direction must be dml.AxisDirection.INCREASING/DECREASING or 'increasing'/'decreasing'; "
-    "got axis_direction=2",
+    "TOP_K1: axis_direction must be a dml.AxisDirection or one of 'increasing', 'decreasing'; got axis_direction=2",
   ),
   (
     "index type holds the axis",
     lambda: jax.eval_shape(
       lambda x: dml.top_k(x, 1, index_dtype=np.int32), jax.ShapeDtypeStruct((2**31 + 1,), np.float32)
     ),
-    "top_k: index dtype int32 cannot index axis 0 of size 2147483649 (largest index 2147483648, int32 holds at "
-    "most 2147483647); got index dtype=int32",
+    "top_k: index_dtype int32 cannot index axis 0 of size 2147483649 (largest index 2147483648, int32 holds at "
+    "most 2147483647); got index_dtype=int32",
   ),
   (
     "index output of an index type",
@@ -521,18 +535,20 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
     lambda: jax.eval_shape(
       lambda x: dml.argmin(x, (0, 1), index_dtype=np.int32), jax.ShapeDtypeStruct((2**16, 2**15 + 1), np.int8)
     ),
-    "argmin: index dtype int32 cannot index the 2147549184 reduced elements of axes (0, 1) (largest index "
-    "2147549183, int32 holds at most 2147483647); got index dtype=int32",
+    "argmin: index_dtype int32 cannot index the 2147549184 reduced elements of axis (0, 1) (largest index "
+    "2147549183, int32 holds at most 2147483647); got index_dtype=int32",
   ),
   (
     "reduce function",
     lambda: dml.execute(dataclasses.replace(_REDUCE_SUM, function=12), _X23),
-    "REDUCE: function must be a dml.ReduceFunction or one of its lower-case names; got function=12",
+    "REDUCE: function must be a dml.ReduceFunction or one of 'argmax', 'argmin', 'average', 'l1', 'l2', 'log_sum', "
+    "'log_sum_exp', 'max', 'min', 'multiply', 'sum', 'sum_square', 'mean', 'prod', 'product', 'amax', 'amin', "
+    "'sum_of_squares'; got function=12",
   ),
   (
     "floating-only function",
     lambda: dml.reduce(np.zeros(3, np.int32), "l2"),
-    "reduce: function L2 needs a floating x; got x dtype=int32",
+    "reduce: function L2 needs a floating x; got x.dtype=int32",
   ),
   (
     "dimension counts in range",
@@ -567,12 +583,13 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
     "output fits the rank",
     _gather1((2, 3, 4), (2, 2, 1), (2, 2, 3), (3, 3, 0)),
     "GATHER_ND1: the output's meaningful dimensions (indices_dimension_count - 1 + input_dimension_count - "
-    "batch_dimension_count - tuple length) must fit the rank 3; got 4 dimensions (2, 2, 3, 4)",
+    "batch_dimension_count - tuple length) must fit the rank 3; got input_dimension_count=3, "
+    "indices_dimension_count=3, batch_dimension_count=0 (output dimensions (2, 2, 3, 4))",
   ),
   (
     "integer indices",
     lambda: dml.gather_nd(_X23, np.zeros((1, 1), np.float32)),
-    "gather_nd: indices must have an integer dtype; got indices dtype=float32",
+    "gather_nd: indices must have an integer dtype; got indices.dtype=float32",
   ),
   (
     "positions need x64",
@@ -587,17 +604,17 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
   (
     "at least two values",
     _one_hot((2, 1), (1, 1), (2, 3)),
-    "ONE_HOT: values_tensor must have at least 2 elements (OffValue, OnValue); got values_tensor shape (1, 1)",
+    "ONE_HOT: values_tensor must have at least 2 elements (OffValue, OnValue); got values_tensor.sizes=(1, 1)",
   ),
   (
     "depth at least 1",
-    lambda: dml.one_hot(np.zeros((2, 1), np.int32), _V, 0),
+    lambda: dml.one_hot(np.zeros(2, np.int32), 0),
     "one_hot: depth must be an integer >= 1; got depth=0",
   ),
   (
     "indices size 1 on the axis",
     _one_hot((2, 2), (1, 2), (2, 3)),
-    "ONE_HOT: indices_tensor.sizes must have size 1 on axis 1; got indices_tensor.sizes shape (2, 2)",
+    "ONE_HOT: indices_tensor must have size 1 on axis 1; got indices_tensor.sizes=(2, 2)",
   ),
   (
     "index dtype option",
@@ -607,23 +624,26 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
   (
     "array of numbers (functional)",
     lambda: dml.top_k(np.array(["a", "b"]), 1),
-    "top_k: x must be an array of numbers; got x dtype=str32",
+    "top_k: x must be an array of numbers; got x.dtype=str32",
   ),
   (
     "no size-0 dimension (functional)",
     lambda: dml.argmax(np.zeros((2, 0), np.float32), 0),
-    "argmax: x must have no size-0 dimension (DirectML has none); got shape (2, 0)",
+    "argmax: x must have no size-0 dimension (DirectML has none); got x.shape=(2, 0)",
   ),
   (
     "64-bit array needs x64 (functional)",
-    lambda: dml.one_hot(np.zeros((2, 1), np.int32), np.zeros(2, np.float64), 3),
-    "one_hot: values of type float64 needs jax.config.update('jax_enable_x64', True); "
-    "got values=float64 with jax_enable_x64 off",
+    lambda: dml.one_hot(np.zeros(2, np.int32), 3, on_value=np.float64(1), off_value=np.float64(0)),
+    "one_hot: 2 problems:\n"
+    "  - on_value of type float64 needs jax.config.update('jax_enable_x64', True); "
+    "got on_value=float64 with jax_enable_x64 off\n"
+    "  - off_value of type float64 needs jax.config.update('jax_enable_x64', True); "
+    "got off_value=float64 with jax_enable_x64 off",
   ),
   (
     "integer or floating x",
     lambda: dml.top_k(np.array([True, False]), 1),
-    "top_k: x must have an integer or floating dtype; got x dtype=bool",
+    "top_k: x must have an integer or floating dtype (top_k orders values); bool is not supported; got x.dtype=bool",
   ),
 ]
 
@@ -632,6 +652,7 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
 def test_rule_message_is_pinned(call: Thunk, message: str) -> None:
   with pytest.raises(dml.DescriptorError) as info:
     call()
+  assert_got_names_its_field(info.value)
   if message.endswith("..."):  # the rest quotes NumPy's own error, which NumPy may reword
     assert str(info.value).startswith(message[:-3]), str(info.value)
   else:

@@ -19,6 +19,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import reference
+from _helpers import one_hot_dml_layout
 from jax.test_util import check_grads
 
 import dmljax as dml
@@ -142,7 +143,7 @@ ONE_HOT_INDICES = np.array([[0], [3], [-1], [9], [-4], [2]], np.int32)  # valid,
 def test_one_hot_check_grads(dtype: str, values_shape: tuple[int, ...]) -> None:
   with precision(dtype):
     values = tie_free(values_shape, dtype, seed=3)
-    check(jax.jit(lambda v: dml.one_hot(ONE_HOT_INDICES, v, 4)), (values,), dtype)
+    check(jax.jit(lambda v: one_hot_dml_layout(ONE_HOT_INDICES, v, 4, axis=-1)), (values,), dtype)
 
 
 def test_top_k_check_grads_descriptor() -> None:
@@ -238,7 +239,7 @@ def test_one_hot_jacobian_matches_reference() -> None:
   # OnValue where the reference puts element 1 (given distinct values), OffValue elsewhere; element 2 unused.
   hot = reference.ref_one_hot(ONE_HOT_INDICES, np.array([0.0, 1.0], np.float32), 4, 1)
   jac = np.stack([1 - hot, hot, np.zeros_like(hot)], axis=-1)
-  _assert_linear_map(lambda v: dml.one_hot(ONE_HOT_INDICES, v, 4), values, jac)
+  _assert_linear_map(lambda v: one_hot_dml_layout(ONE_HOT_INDICES, v, 4, axis=-1), values, jac)
 
 
 @pytest.mark.parametrize("function", [F.L2, F.LOG_SUM_EXP, F.MULTIPLY, F.MAX], ids=lambda f: f.name)
@@ -315,7 +316,7 @@ def test_index_inputs_have_float0_tangents(index_dtype: type) -> None:
   hot_indices = np.array([[1], [0], [3]], index_dtype)
 
   def f(v: jax.Array, gi: jax.Array, w: jax.Array, hi: jax.Array) -> jax.Array:
-    return jnp.sum(dml.gather_nd(v, gi)) + jnp.sum(dml.one_hot(hi, w, 4))
+    return jnp.sum(dml.gather_nd(v, gi)) + jnp.sum(one_hot_dml_layout(hi, w, 4, axis=-1))
 
   grads = jax.grad(f, argnums=(0, 1, 2, 3), allow_int=True)(x, gather_indices, values, hot_indices)
   expected_x = np.zeros((3, 4), np.float32)
@@ -471,7 +472,7 @@ def _narrow_cases() -> list:
   cases += [
     ("top_k", lambda v: dml.top_k(v, 2, axis=1)[0]),
     ("gather_nd", lambda v: dml.gather_nd(v, BATCH_INDICES, batch_dims=1)),
-    ("one_hot", lambda v: dml.one_hot(ONE_HOT_INDICES, v.reshape(-1)[:2], 4)),
+    ("one_hot", lambda v: one_hot_dml_layout(ONE_HOT_INDICES, v.reshape(-1)[:2], 4, axis=-1)),
   ]
   return cases
 
@@ -508,7 +509,7 @@ def test_duplicate_reads_accumulate_in_float32(dtype: type, count: int) -> None:
   np.testing.assert_array_equal(np.asarray(vjp(jnp.ones_like(y))[0], np.float32), [[0, 0], [count, count], [0, 0]])
   # count rows of depth 2, half hot at 0 and half at 1: OffValue and OnValue each fill `count` positions.
   indices = np.tile(np.array([[0], [1]], np.int32), (count // 2, 1))
-  y, vjp = jax.vjp(lambda w: dml.one_hot(indices, w, 2), jnp.array([0.0, 1.0], dtype))
+  y, vjp = jax.vjp(lambda w: one_hot_dml_layout(indices, w, 2, axis=-1), jnp.array([0.0, 1.0], dtype))
   np.testing.assert_array_equal(np.asarray(vjp(jnp.ones_like(y))[0], np.float32), [count, count])
 
 
@@ -519,7 +520,7 @@ def test_duplicate_reads_accumulate_in_float32(dtype: type, count: int) -> None:
 PER_EXAMPLE = {
   "top_k": lambda v: jnp.sum(dml.top_k(v, 2, axis=0)[0] ** 2),
   "gather_nd": lambda v: jnp.sum(dml.gather_nd(v, PAIR_INDICES[:, :1]) ** 2),
-  "one_hot": lambda v: jnp.sum(dml.one_hot(ONE_HOT_INDICES, v[0, :2], 4) ** 2),
+  "one_hot": lambda v: jnp.sum(one_hot_dml_layout(ONE_HOT_INDICES, v[0, :2], 4, axis=-1) ** 2),
   "l2": lambda v: jnp.sum(dml.reduce(v, F.L2, 1)),
   "log_sum_exp": lambda v: jnp.sum(dml.reduce(v, F.LOG_SUM_EXP) ** 2),
   "multiply": lambda v: jnp.sum(dml.reduce(v, F.MULTIPLY, 0)),

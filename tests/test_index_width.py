@@ -11,6 +11,7 @@ lowering their thresholds.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -50,19 +51,24 @@ def test_top_k_axis_too_long_for_the_index_type(size: int, index_dtype: Any) -> 
   _raises(
     lambda x: dml.top_k(x, 1, index_dtype=index_dtype),
     S((2, size), jnp.int8),
-    match=rf"top_k: index dtype {name} cannot index axis 1 of size {size} \(largest index {size - 1}",
+    match=rf"top_k: index_dtype {name} cannot index axis 1 of size {size} \(largest index {size - 1}.*"
+    rf"; got index_dtype={name}",
   )
 
 
 def test_top_k_descriptor_axis_too_long_for_uint32() -> None:
   size = UINT32_MAX + 2
   desc = dml.TopK1Desc(T(F32, (size, 1)), T(F32, (3, 1)), T(U32, (3, 1)), axis=0, k=3, axis_direction=0)
-  _raises(lambda x: dml.execute(desc, x), S((size, 1), jnp.float32), match="index dtype uint32 cannot index axis 0")
+  _raises(
+    lambda x: dml.execute(desc, x),
+    S((size, 1), jnp.float32),
+    match=r"TOP_K1: output_index_tensor\.data_type uint32 cannot index axis 0 of size 4294967297",
+  )
 
 
 def test_top_k_longest_axes_the_index_type_holds_trace() -> None:
   # Beyond int32 lax.top_k cannot index; uint32 indices up to 2**32 - 1 still must work.
-  assert _shape_of(lambda x: dml.top_k(x, 2), S((UINT32_MAX + 1,), jnp.float32)) == (
+  assert _shape_of(lambda x: dml.top_k(x, 2, index_dtype=jnp.uint32), S((UINT32_MAX + 1,), jnp.float32)) == (
     ((2,), np.dtype(np.float32)),
     ((2,), np.dtype(np.uint32)),
   )
@@ -89,30 +95,42 @@ def test_arg_reduce_reduced_count_too_large_for_int32(f: Callable[..., Any]) -> 
   _raises(
     lambda x: f(x, (0, 1), index_dtype=jnp.int32),
     x,
-    match=rf"index dtype int32 cannot index the {count} reduced elements of axes \(0, 1\)",
+    match=rf"{f.__name__}: index_dtype int32 cannot index the {count} reduced elements of axis \(0, 1\)",
   )
-  assert _shape_of(lambda x: f(x, (0, 1)), x) == ((1, 1), np.dtype(np.uint32))
+  assert _shape_of(lambda x: f(x, (0, 1), keepdims=True, index_dtype=jnp.uint32), x) == ((1, 1), np.dtype(np.uint32))
   # Only the reduced axes count.
-  assert _shape_of(lambda x: f(x, 1, index_dtype=jnp.int32), x) == ((2**16, 1), np.dtype(np.int32))
+  assert _shape_of(lambda x: f(x, 1, keepdims=True, index_dtype=jnp.int32), x) == ((2**16, 1), np.dtype(np.int32))
 
 
 def test_arg_reduce_descriptor_reduced_count_too_large_for_uint32() -> None:
   sizes = (2**16, 2**16 + 1)
   desc = dml.ArgMaxDesc(T(dml.DataType.INT8, sizes), T(U32, (1, 1)), axes=(1, 0), axis_direction=0)
-  _raises(lambda x: dml.execute(desc, x), S(sizes, jnp.int8), match="ARGMAX: index dtype uint32 cannot index the")
+  _raises(
+    lambda x: dml.execute(desc, x),
+    S(sizes, jnp.int8),
+    match=r"ARGMAX: output_tensor\.data_type uint32 cannot index the",
+  )
 
 
 @pytest.mark.parametrize("function", ["argmin", "argmax"])
 def test_reduce_arg_functions_check_the_index_type(function: str) -> None:
   sizes = (INT32_MAX + 2,)
-  _raises(lambda x: dml.reduce(x, function, index_dtype=jnp.int32), S(sizes, jnp.int8), match="cannot index the")
+  _raises(
+    lambda x: dml.reduce(x, function, index_dtype=jnp.int32),
+    S(sizes, jnp.int8),
+    match="reduce: index_dtype int32 cannot index the",
+  )
   desc = dml.ReduceDesc(dml.ReduceFunction[function.upper()], T(dml.DataType.INT8, sizes), T(I32, (1,)), axes=(0,))
-  _raises(lambda x: dml.execute(desc, x), S(sizes, jnp.int8), match="REDUCE: index dtype int32 cannot index the")
-  assert _shape_of(lambda x: dml.reduce(x, function), S(sizes, jnp.int8)) == ((1,), np.dtype(np.uint32))
+  _raises(
+    lambda x: dml.execute(desc, x), S(sizes, jnp.int8), match=r"REDUCE: output_tensor\.data_type int32 cannot index the"
+  )
+  got = _shape_of(lambda x: dml.reduce(x, function, keepdims=True, index_dtype=jnp.uint32), S(sizes, jnp.int8))
+  assert got == ((1,), np.dtype(np.uint32))
 
 
 def test_reduce_value_functions_have_no_index_limit() -> None:
-  assert _shape_of(lambda x: dml.reduce(x, "sum"), S((INT32_MAX + 2,), jnp.float32)) == ((1,), np.dtype(np.float32))
+  got = _shape_of(lambda x: dml.reduce(x, "sum", keepdims=True), S((INT32_MAX + 2,), jnp.float32))
+  assert got == ((1,), np.dtype(np.float32))
 
 
 # --------------------------------------------------------------------------- GATHER_ND / ONE_HOT positions
@@ -146,10 +164,14 @@ def test_gather_nd_deterministic_rows_beyond_int32_need_x64() -> None:
 @pytest.mark.parametrize("index_dtype", [jnp.int32, jnp.uint32])
 def test_one_hot_depth_beyond_int32_needs_x64(index_dtype: Any) -> None:
   depth = INT32_MAX + 2
-  indices, values = S((1,), index_dtype), S((2,), jnp.int8)
-  _raises(lambda i, v: dml.one_hot(i, v, depth), indices, values, match="depth = 2147483649 needs 64-bit positions")
+  indices, values = S((), index_dtype), S((2,), jnp.int8)
+
+  def f(i: jax.Array, v: jax.Array) -> jax.Array:
+    return dml.one_hot(i, depth, on_value=v[1], off_value=v[0])
+
+  _raises(f, indices, values, match="one_hot: depth = 2147483649 needs 64-bit positions")
   with jax.enable_x64(True):
-    assert _shape_of(lambda i, v: dml.one_hot(i, v, depth), indices, values) == ((depth,), np.dtype(np.int8))
+    assert _shape_of(f, indices, values) == ((depth,), np.dtype(np.int8))
 
 
 def test_one_hot_descriptor_depth_beyond_int32_needs_x64() -> None:
@@ -159,7 +181,7 @@ def test_one_hot_descriptor_depth_beyond_int32_needs_x64() -> None:
     lambda i, v: dml.execute(desc, i, v),
     S((1, 1), jnp.uint32),
     S((1, 2), jnp.float32),
-    match="ONE_HOT: depth = 2147483649 needs 64-bit positions",
+    match=r"ONE_HOT: output_tensor\.sizes\[axis\] = 2147483649 needs 64-bit positions",
   )
 
 
@@ -205,11 +227,13 @@ def test_wide_arg_reduce_path_matches_reference(x64_on: bool) -> None:
   with jax.enable_x64(x64_on):
     wide = "int64" if x64_on else "uint32"
     assert f"iota[dimension=0 dtype={wide} " in str(jax.make_jaxpr(lambda x: dml.argmin(x))(np.zeros(5, np.float32)))
-    for seed, (shape, axes) in enumerate([((9,), (0,)), ((3, 4, 2), (2, 0)), ((2, 5), (0, 1))]):
+    cases = [((9,), (0,)), ((3, 4, 2), (2, 0)), ((2, 5), (0, 1))]
+    for (seed, (shape, axes)), index_dtype in itertools.product(enumerate(cases), (jnp.uint32, jnp.int32)):
       x = _tricky(shape, seed)
+      options = {"keepdims": True, "index_dtype": index_dtype}  # DirectML's layout, as the reference gives it
       for kind, f in (("min", dml.argmin), ("max", dml.argmax)):
         for direction in ("increasing", "decreasing"):
           want = ref_arg_reduce(x, axes, kind, direction)
-          np.testing.assert_array_equal(np.asarray(f(x, axes, direction=direction)), want)
+          np.testing.assert_array_equal(np.asarray(f(x, axes, direction=direction, **options)), want)
         first = ref_arg_reduce(x, axes, kind, "increasing")
-        np.testing.assert_array_equal(np.asarray(dml.reduce(x, f"arg{kind}", axes)), first)
+        np.testing.assert_array_equal(np.asarray(dml.reduce(x, f"arg{kind}", axes, **options)), first)

@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
-from _helpers import assert_bitwise_equal, tensor_desc
+from _helpers import assert_bitwise_equal, one_hot_dml_layout, tensor_desc
 
 import dmljax as dml
 from dmljax._src import arg_reduce, gather_nd, one_hot, reduce, top_k
@@ -73,7 +73,7 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[np.ndarray, ...], Any]] = {
     (GATHER_X, GATHER_I),
     gather_nd._gather_nd,
   ),
-  "one_hot": (lambda i, v: dml.one_hot(i, v, 6, axis=1), (ONE_HOT_I, ONE_HOT_V), one_hot._one_hot),
+  "one_hot": (lambda i, v: one_hot_dml_layout(i, v, 6, axis=1), (ONE_HOT_I, ONE_HOT_V), one_hot._one_hot),
   "ONE_HOT": (
     lambda i, v: dml.execute(
       dml.OneHotDesc(T("INT32", 4, 1, 1), T("FLOAT32", 1, 1, 2), T("FLOAT32", 4, 3, 1), 1), i, v
@@ -165,17 +165,23 @@ def test_descriptor_built_inside_jit_from_shapes():
   a = f(X)
   b = f(X + np.float32(1))
   assert len(traces) == 1
-  assert_bitwise_equal(a, dml.argmin(X, 1), "jit(execute)")
-  assert_bitwise_equal(b, dml.argmin(X + np.float32(1), 1), "jit(execute) again")
+  assert_bitwise_equal(a, dml.argmin(X, 1, keepdims=True, index_dtype=np.uint32), "jit(execute)")
+  assert_bitwise_equal(b, dml.argmin(X + np.float32(1), 1, keepdims=True, index_dtype=np.uint32), "jit(execute) again")
 
 
 def test_value_reductions_share_one_compilation_across_paths_and_index_dtypes():
   """index_dtype only matters to ARGMAX/ARGMIN: SUM through either path and any index_dtype compiles once."""
   x = RNG.standard_normal((2, 7)).astype(np.float32)
-  want = dml.reduce(x, "sum", 1)
+  want = dml.reduce(x, "sum", 1, keepdims=True)
   size = reduce._reduce._cache_size()
   desc = dml.ReduceDesc(dml.ReduceFunction.SUM, T("FLOAT32", 2, 7), T("FLOAT32", 2, 1), (1,))
-  results = [dml.reduce(x, "sum", 1, index_dtype=np.int32), dml.reduce(x, "sum", (-1,)), dml.execute(desc, x)]
+  results = [
+    dml.reduce(x, "sum", 1, keepdims=True, index_dtype=np.uint32),
+    dml.reduce(x, "sum", (-1,), keepdims=True),
+    dml.execute(desc, x),
+  ]
   assert reduce._reduce._cache_size() == size
   for got in results:
     assert_bitwise_equal(got, want, "sum")
+  # The default keepdims=False (a compilation of its own) gives the same sums without the size-1 axis.
+  assert_bitwise_equal(dml.reduce(x, "sum", 1), np.asarray(want).reshape(2), "sum, keepdims=False")

@@ -1,8 +1,8 @@
 """The exact GPU selection (radix select + compaction + a sort of k), checked on CPU.
 
 No GPU runs here: the selection functions are called directly (the Pallas kernel
-in interpret mode), and ``dml.top_k`` runs with the GPU branch forced on CPU
-(``key_top_k._by_platform`` replaced) under each GPU selection. Lowerings for
+in interpret mode), and ``dml.top_k`` runs with the non-CPU branch forced on CPU
+(``platform.forced("default")``) under each GPU selection. Lowerings for
 CUDA are inspected structurally: with the radix selection no sort or top-k spans
 a whole row.
 """
@@ -27,7 +27,7 @@ from jax.sharding import PartitionSpec as P
 from reference import ref_top_k
 
 import dmljax as dml
-from dmljax._src import key_top_k, radix_select, rank_keys
+from dmljax._src import key_top_k, platform, radix_select, rank_keys
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -167,12 +167,12 @@ def test_threshold_is_the_kth_largest_key_and_rank_counts_its_ties() -> None:
 @pytest.fixture(params=["radix", "radix_pallas"])
 def forced(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
   """``dml.top_k`` runs the GPU branch on CPU under the given selection (Pallas in interpret mode)."""
-  monkeypatch.setattr(key_top_k, "_by_platform", lambda key, *, cpu, gpu, default: gpu(key))
   monkeypatch.setattr(key_top_k, "_PALLAS_INTERPRET", True)
   previous = key_top_k.set_gpu_selection(request.param)
   jax.clear_caches()
   try:
-    yield request.param
+    with platform.forced("default"):
+      yield request.param
   finally:
     key_top_k.set_gpu_selection(previous)
     monkeypatch.undo()
@@ -257,17 +257,16 @@ def test_default_is_lax_top_k_and_bad_values_are_refused(selection: Callable[[st
   assert key_top_k.GPU_SELECTION == "lax_top_k"
 
 
-def test_flipping_the_selection_retraces(monkeypatch: pytest.MonkeyPatch, selection: Callable[[str], None]) -> None:
+def test_flipping_the_selection_retraces(selection: Callable[[str], None]) -> None:
   """The library's own jitted top_k picks up a new selection: set_gpu_selection drops compiled programs."""
-  monkeypatch.setattr(key_top_k, "_by_platform", lambda key, *, cpu, gpu, default: gpu(key))
-  x = np.arange(24, dtype=np.float32).reshape(2, 12)
+  x = np.arange(24, dtype=np.int32).reshape(2, 12)
   found = {}
-  for choice in ("lax_top_k", "radix", "lax_top_k"):
-    selection(choice)
-    found[choice] = "chlo.top_k" in _ops(lambda x: dml.top_k(x, 3), x)
-    np.testing.assert_array_equal(np.asarray(dml.top_k(x, 3)[1]), [[11, 10, 9], [11, 10, 9]])
+  with platform.forced("default"):
+    for choice in ("lax_top_k", "radix", "lax_top_k"):
+      selection(choice)
+      found[choice] = "chlo.top_k" in _ops(lambda x: dml.top_k(x, 3), x)
+      np.testing.assert_array_equal(np.asarray(dml.top_k(x, 3)[1]), [[11, 10, 9], [11, 10, 9]])
   assert found == {"lax_top_k": True, "radix": False}
-  jax.clear_caches()
 
 
 SHAPE = (64, 4096)

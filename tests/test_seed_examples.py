@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from _helpers import assert_exactly, seed_array, seed_desc, tensor_desc
+from _helpers import assert_exactly, one_hot_dml_layout, seed_array, seed_desc, tensor_desc
 from seed_examples import SEED_EXAMPLES, SEED_EXTRA_EXAMPLES
 
 import dmljax as dml
@@ -114,6 +114,7 @@ def _functional(example: dict) -> object:
       seed_array(ins["input_tensor"]),
       params["axes"],
       direction=params["axis_direction"].lower(),
+      keepdims=True,
       index_dtype=seed_array(outs["output_tensor"]).dtype,
     )
   if op == "GATHER_ND1":
@@ -129,10 +130,15 @@ def _functional(example: dict) -> object:
     assert tuple(s for s in want_sizes if s != 1) == tuple(s for s in out.shape if s != 1), out.shape
     return out.reshape(want_sizes)
   if op == "REDUCE":
-    return dml.reduce(seed_array(ins["input_tensor"]), params["function"].lower(), params["axes"])
+    function = params["function"].lower()
+    options: dict = {"keepdims": True}  # DirectML's layout, as the seed's output has it
+    if function in ("argmax", "argmin"):
+      options["index_dtype"] = seed_array(outs["output_tensor"]).dtype
+    return dml.reduce(seed_array(ins["input_tensor"]), function, params["axes"], **options)
   assert op == "ONE_HOT", op
   depth = outs["output_tensor"][1][params["axis"]]
-  return dml.one_hot(seed_array(ins["indices_tensor"]), seed_array(ins["values_tensor"]), depth, axis=params["axis"])
+  indices, values = seed_array(ins["indices_tensor"]), seed_array(ins["values_tensor"])
+  return one_hot_dml_layout(indices, values, depth, axis=params["axis"])
 
 
 def test_every_seed_example_is_covered():
@@ -182,7 +188,11 @@ def test_top_k_v0_on_decreasing_examples(example):
     k=params["k"],
   )
   _check(dml.execute(desc, seed_array(ins["input_tensor"])), example, "TOP_K v0")
-  _check(dml.top_k(seed_array(ins["input_tensor"]), params["k"], axis=params["axis"]), example, "top_k default")
+  index_dtype = seed_array(outs["output_index_tensor"]).dtype
+  values_and_indices = dml.top_k(
+    seed_array(ins["input_tensor"]), params["k"], axis=params["axis"], index_dtype=index_dtype
+  )
+  _check(values_and_indices, example, "top_k default direction")
 
 
 ARGMIN_EXAMPLES = [ex for ex in RUNNABLE if ex["op"] == "ARGMIN"]
@@ -196,7 +206,9 @@ def test_argmax_twin_on_negated_argmin_examples(example):
   direction = dml.AxisDirection[params["axis_direction"]]
   desc = dml.ArgMaxDesc(seed_desc(ins["input_tensor"]), seed_desc(outs["output_tensor"]), params["axes"], direction)
   _check(dml.execute(desc, negated), example, "ARGMAX(-x)")
-  _check(dml.argmax(negated, params["axes"], direction=direction), example, "argmax(-x)")
+  index_dtype = seed_array(outs["output_tensor"]).dtype
+  got = dml.argmax(negated, params["axes"], direction=direction, keepdims=True, index_dtype=index_dtype)
+  _check(got, example, "argmax(-x)")
 
 
 def test_gather_nd_v0_on_example_1():

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _helpers import tensor_desc, x64
+from _helpers import assert_got_names_its_field, tensor_desc, x64
 
 import dmljax as dml
 
@@ -87,7 +87,7 @@ CASES = [
     "top_k1_direction_invalid",
     run(top_k1(direction=2)),
     X4,
-    ("TOP_K1: axis_direction must be dml.AxisDirection.INCREASING/DECREASING", "got axis_direction=2"),
+    ("TOP_K1: axis_direction must be a dml.AxisDirection or one of 'increasing', 'decreasing'; got axis_direction=2",),
   ),
   Case(
     "top_k1_rank_0",
@@ -133,8 +133,9 @@ CASES = [
     run(top_k1(values=T("FLOAT32", 3, 2), indices=T("UINT32", 3, 2))),
     X4,
     (
-      "input_tensor, output_value_tensor, output_index_tensor must have the same rank; "
-      "got ranks input_tensor=4, output_value_tensor=2, output_index_tensor=2",
+      "input_tensor, output_value_tensor, output_index_tensor must have the same rank (DirectML pads the smaller "
+      "tensors' sizes with leading 1s, e.g. (3, 4) as (1, 3, 4)); got input_tensor.sizes=(1, 1, 3, 4), "
+      "output_value_tensor.sizes=(3, 2), output_index_tensor.sizes=(3, 2)",
     ),
   ),
   Case(
@@ -176,25 +177,34 @@ CASES = [
     "feature_level_unknown",
     run(top_k1(), "9_9"),
     X4,
-    ("TOP_K1: feature_level must be a dml.FeatureLevel or one of 1_0, 2_0, 2_1, 3_0, 3_1, 4_0, 4_1, 5_0", "'9_9'"),
+    (
+      "TOP_K1: feature_level must be one of '1_0', '2_0', '2_1', '3_0', '3_1', '4_0', '4_1', '5_0'; "
+      "got feature_level='9_9'",
+    ),
   ),
   Case(
     "wrong_number_of_inputs",
     run(top_k1()),
     (*X4, S((1, 1, 3, 4), F32)),
-    ("TOP_K1: execute needs 1 input array(s) (input_tensor); got 2",),
+    ("TOP_K1: execute needs 1 input array(s) (input_tensor); got len(inputs)=2",),
   ),
   Case(
     "array_shape_differs",
     run(top_k1()),
     (S((1, 1, 4, 3), F32),),
-    ("TOP_K1: input_tensor array must have shape input_tensor.sizes=(1, 1, 3, 4); got shape (1, 1, 4, 3)",),
+    (
+      "TOP_K1: input_tensor array must have shape input_tensor.sizes=(1, 1, 3, 4); "
+      "got input_tensor array of shape (1, 1, 4, 3)",
+    ),
   ),
   Case(
     "array_dtype_differs",
     run(top_k1()),
     (S((1, 1, 3, 4), np.dtype(np.float16)),),
-    ("TOP_K1: input_tensor array must have dtype float32 (input_tensor.data_type=FLOAT32); got dtype float16",),
+    (
+      "TOP_K1: input_tensor array must have dtype float32 (input_tensor.data_type=FLOAT32); "
+      "got input_tensor array of dtype float16",
+    ),
   ),
   Case(
     "int64_descriptor_without_x64",
@@ -225,7 +235,12 @@ CASES = [
     "argmin_output_rank_differs",
     run(dml.ArgMinDesc(T("FLOAT32", 3, 3), T("UINT32", 3), axes=(0,), axis_direction=0)),
     (S((3, 3), F32),),
-    ("ARGMIN: input_tensor, output_tensor must have the same rank; got ranks input_tensor=2, output_tensor=1",),
+    (
+      "ARGMIN: ",
+      "input_tensor, output_tensor must have the same rank (DirectML pads the smaller tensors' sizes with leading 1s, "
+      "e.g. (3, 4) as (1, 3, 4)); got input_tensor.sizes=(3, 3), output_tensor.sizes=(3,)",
+      "output_tensor.sizes must be (1, 3); got output_tensor.sizes=(3,)",
+    ),
   ),
   Case(
     "argmin_output_float",
@@ -327,7 +342,7 @@ CASES = [
     (
       "REDUCE: ",
       "input_tensor.data_type must be one of FLOAT16, FLOAT32 at feature level 5_0; got input_tensor.data_type=INT32",
-      "function AVERAGE needs a floating input_tensor; got input_tensor dtype=int32",
+      "function AVERAGE needs a floating input_tensor; got input_tensor.dtype=int32",
     ),
   ),
   Case(
@@ -377,20 +392,24 @@ CASES = [
     "reduce_function_invalid",
     run(dml.ReduceDesc(99, T("FLOAT32", 3, 3), T("FLOAT32", 3, 1), axes=(1,))),
     (S((3, 3), F32),),
-    ("REDUCE: function must be a dml.ReduceFunction or one of its lower-case names; got function=99",),
+    (
+      "REDUCE: function must be a dml.ReduceFunction or one of 'argmax', 'argmin', 'average', 'l1', 'l2', 'log_sum', "
+      "'log_sum_exp', 'max', 'min', 'multiply', 'sum', 'sum_square', 'mean', 'prod', 'product', 'amax', 'amin', "
+      "'sum_of_squares'; got function=99",
+    ),
   ),
   # ---------------------------------------------------------------- ONE_HOT
   Case(
     "one_hot_values_too_few",
     run(dml.OneHotDesc(T("UINT32", 1, 1, 3, 1), T("FLOAT32", 1, 1, 1, 1), T("FLOAT32", 1, 1, 3, 4), axis=3)),
     (S((1, 1, 3, 1), U32), S((1, 1, 1, 1), F32)),
-    ("ONE_HOT: values_tensor must have at least 2 elements (OffValue, OnValue); got values_tensor shape (1, 1, 1, 1)",),
+    ("ONE_HOT: values_tensor must have at least 2 elements (OffValue, OnValue); got values_tensor.sizes=(1, 1, 1, 1)",),
   ),
   Case(
     "one_hot_indices_not_1_on_axis",
     run(dml.OneHotDesc(T("UINT32", 1, 1, 3, 2), T("FLOAT32", 1, 1, 1, 2), T("FLOAT32", 1, 1, 3, 4), axis=3)),
     (S((1, 1, 3, 2), U32), S((1, 1, 1, 2), F32)),
-    ("ONE_HOT: indices_tensor.sizes must have size 1 on axis 3; got indices_tensor.sizes shape (1, 1, 3, 2)",),
+    ("ONE_HOT: indices_tensor must have size 1 on axis 3; got indices_tensor.sizes=(1, 1, 3, 2)",),
   ),
   Case(
     "one_hot_output_type_differs",
@@ -458,13 +477,13 @@ CASES = [
     "fn_top_k_direction",
     lambda x: dml.top_k(x, 1, direction="sideways"),
     (S((3, 4), F32),),
-    ("top_k: direction must be dml.AxisDirection.INCREASING/DECREASING or 'increasing'/'decreasing'", "'sideways'"),
+    ("top_k: direction must be one of 'increasing', 'decreasing'; got direction='sideways'",),
   ),
   Case(
     "fn_top_k_rank_0",
     lambda x: dml.top_k(x, 1),
     (S((), F32),),
-    ("top_k: x must have rank 1 to 8; got shape () (rank 0)",),
+    ("top_k: x must have rank 1 to 8; got x.shape=() (rank 0)",),
   ),
   Case(
     "fn_top_k_index_dtype",
@@ -482,13 +501,13 @@ CASES = [
     "fn_top_k_bool",
     lambda x: dml.top_k(x, 1),
     (S((3, 4), np.dtype(bool)),),
-    ("top_k: x must have an integer or floating dtype; got x dtype=bool",),
+    ("top_k: x must have an integer or floating dtype (top_k orders values); bool is not supported; got x.dtype=bool",),
   ),
   Case(
     "fn_argmin_repeated_axes",
     lambda x: dml.argmin(x, (1, -1)),
     (S((3, 4), F32),),
-    ("argmin: axes must be distinct; got axes=(1, -1)",),
+    ("argmin: axis must be distinct; got axis=(1, -1)",),
   ),
   Case(
     "fn_argmax_rank_9",
@@ -500,43 +519,47 @@ CASES = [
     "fn_argmin_empty_reduced_axis",
     lambda x: dml.argmin(x, 0),
     (S((0, 3), F32),),
-    ("argmin: x must have no size-0 dimension (DirectML has none); got shape (0, 3)",),
+    ("argmin: x must have no size-0 dimension (DirectML has none); got x.shape=(0, 3)",),
   ),
   Case(
     "fn_reduce_max_empty_reduced_axis",
     lambda x: dml.reduce(x, "max", (-1,)),
     (S((3, 0), F32),),
-    ("reduce: x must have no size-0 dimension (DirectML has none); got shape (3, 0)",),
+    ("reduce: x must have no size-0 dimension (DirectML has none); got x.shape=(3, 0)",),
   ),
   Case(
     "fn_gather_empty_indexed_dim",
     lambda x, i: dml.gather_nd(x, i),
     (S((0, 3), F32), S((2, 1), I32)),
-    ("gather_nd: x must have no size-0 dimension (DirectML has none); got shape (0, 3)",),
+    ("gather_nd: x must have no size-0 dimension (DirectML has none); got x.shape=(0, 3)",),
   ),
   Case(
     "fn_reduce_average_int",
     lambda x: dml.reduce(x, "average"),
     (S((3, 4), I32),),
-    ("reduce: function AVERAGE needs a floating x; got x dtype=int32",),
+    ("reduce: function AVERAGE needs a floating x; got x.dtype=int32",),
   ),
   Case(
     "fn_reduce_unknown_function",
     lambda x: dml.reduce(x, "median"),
     (S((3, 4), F32),),
-    ("reduce: function must be a dml.ReduceFunction or one of its lower-case names; got function='median'",),
+    (
+      "reduce: function must be one of 'argmax', 'argmin', 'average', 'l1', 'l2', 'log_sum', 'log_sum_exp', 'max', "
+      "'min', 'multiply', 'sum', 'sum_square', 'mean', 'prod', 'product', 'amax', 'amin', 'sum_of_squares' "
+      "(did you mean 'mean'?); got function='median'",
+    ),
   ),
   Case(
     "fn_reduce_axis_out_of_range",
     lambda x: dml.reduce(x, "sum", (2,)),
     (S((3, 4), F32),),
-    ("reduce: axes must all be integers in [-2, 1] for rank 2; got axes=(2,)",),
+    ("reduce: axis must all be integers in [-2, 1] for rank 2; got axis=(2,)",),
   ),
   Case(
     "fn_gather_float_indices",
     lambda x, i: dml.gather_nd(x, i),
     (S((3, 4), F32), S((2, 1), F32)),
-    ("gather_nd: indices must have an integer dtype; got indices dtype=float32",),
+    ("gather_nd: indices must have an integer dtype; got indices.dtype=float32",),
   ),
   Case(
     "fn_gather_batch_mismatch",
@@ -564,29 +587,56 @@ CASES = [
   ),
   Case(
     "fn_one_hot_float_indices",
-    lambda i, v: dml.one_hot(i, v, 3),
-    (S((4, 1), F32), S((2,), F32)),
-    ("one_hot: indices must have an integer dtype; got indices dtype=float32",),
+    lambda i, v: dml.one_hot(i, 3, on_value=v[1], off_value=v[0]),
+    (S((4,), F32), S((2,), F32)),
+    ("one_hot: indices must have an integer dtype; got indices.dtype=float32",),
   ),
   Case(
-    "fn_one_hot_not_1_on_axis",
-    lambda i, v: dml.one_hot(i, v, 3, axis=0),
-    (S((4, 1), I32), S((2,), F32)),
-    ("one_hot: indices must have size 1 on axis 0; got indices shape (4, 1)",),
+    # jax.nn.one_hot's layout: the output has rank indices.ndim + 1, and axis is one of its axes.
+    "fn_one_hot_axis_out_of_range",
+    lambda i, v: dml.one_hot(i, 3, axis=2, on_value=v[1], off_value=v[0]),
+    (S((4,), I32), S((2,), F32)),
+    ("one_hot: axis must be an integer in [-2, 1] for rank 2; got axis=2",),
   ),
   Case(
-    "fn_one_hot_values_too_few",
-    lambda i, v: dml.one_hot(i, v, 3),
-    (S((4, 1), I32), S((1,), F32)),
-    ("one_hot: values must have at least 2 elements (OffValue, OnValue); got values shape (1,)",),
+    "fn_one_hot_rank_8_indices",
+    lambda i: dml.one_hot(i, 3),
+    (S((1,) * 8, I32),),
+    (
+      "one_hot: indices must have rank 0 to 7 (the output adds one axis); "
+      "got indices.shape=(1, 1, 1, 1, 1, 1, 1, 1) (rank 8)",
+    ),
+  ),
+  Case(
+    # DirectML's values tensor held OffValue and OnValue; the functional path takes each as a scalar.
+    "fn_one_hot_on_value_not_scalar",
+    lambda i, v: dml.one_hot(i, 3, on_value=v, off_value=v[0]),
+    (S((4,), I32), S((2,), F32)),
+    ("one_hot: on_value must be a scalar; got on_value.shape=(2,)",),
   ),
   Case(
     "fn_one_hot_depth_0",
-    lambda i, v: dml.one_hot(i, v, 0),
-    (S((4, 1), I32), S((2,), F32)),
+    lambda i, v: dml.one_hot(i, 0, on_value=v[1], off_value=v[0]),
+    (S((4,), I32), S((2,), F32)),
     ("one_hot: depth must be an integer >= 1; got depth=0",),
   ),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _every_got_names_its_field(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+  """Checks every DescriptorError raised in this module, whichever test raised it and however it was caught."""
+  raised: list[dml.DescriptorError] = []
+  init = dml.DescriptorError.__init__
+
+  def recording_init(self: dml.DescriptorError, *args: Any, **kwargs: Any) -> None:
+    init(self, *args, **kwargs)
+    raised.append(self)
+
+  monkeypatch.setattr(dml.DescriptorError, "__init__", recording_init)
+  yield
+  for error in raised:
+    assert_got_names_its_field(error)
 
 
 def _context(case: Case) -> contextlib.AbstractContextManager[None]:
@@ -644,7 +694,7 @@ def test_several_problems_in_one_error():
   message = str(error)
   assert message.startswith("TOP_K1: 3 problems:\n  - ")
   for fragment in (
-    "axis_direction must be dml.AxisDirection.INCREASING/DECREASING or 'increasing'/'decreasing'; got axis_direction=7",
+    "axis_direction must be a dml.AxisDirection or one of 'increasing', 'decreasing'; got axis_direction=7",
     "output_value_tensor.data_type must be FLOAT32; got output_value_tensor.data_type=INT32",
     "output_index_tensor.sizes must be (1, 1, 3, 2); got output_index_tensor.sizes=(1, 1, 3, 3)",
   ):
@@ -690,7 +740,9 @@ def test_bad_tensor_descriptors_are_reported_not_crashed():
 
 
 def test_execute_rejects_other_objects():
-  with pytest.raises(dml.DescriptorError, match=r"^execute: desc must be one of TopKDesc, TopK1Desc, .*; got int$"):
+  with pytest.raises(
+    dml.DescriptorError, match=r"^execute: desc must be one of TopKDesc, TopK1Desc, .*; got desc=int$"
+  ):
     dml.execute(3, np.zeros(2, np.float32))
 
 
@@ -726,8 +778,12 @@ def test_64_bit_data_without_x64_is_an_error_not_a_downcast():
       "gather_nd: indices of type int64 needs",
     ),
     (
-      lambda: dml.one_hot(np.zeros((2, 1), np.int32), np.zeros(2, np.float64), 3),
-      "one_hot: values of type float64 needs",
+      lambda: dml.one_hot(np.zeros(2, np.int32), 3, on_value=np.float64(1), off_value=np.float64(0)),
+      "on_value of type float64 needs",
+    ),
+    (
+      lambda: dml.one_hot(np.zeros(2, np.int32), 3, dtype=np.float64),
+      "one_hot: dtype of type float64 needs",
     ),
     (
       lambda: dml.execute(dml.ArgMinDesc(T("FLOAT32", 4), T("UINT32", 1), (0,), 0), x64_array),

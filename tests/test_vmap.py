@@ -46,7 +46,11 @@ CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...]]] = [
   *[(f"reduce_{f.name}", lambda x, f=f: dml.reduce(x, f, (0,)), (_ties((4, 3)) + 4.0,)) for f in dml.ReduceFunction],
   ("gather_nd", lambda x, i: dml.gather_nd(x, i), (_ties((4, 3, 2)), _indices((5, 2), -5, 5))),
   ("gather_nd_batch", lambda x, i: dml.gather_nd(x, i, batch_dims=1), (_ties((3, 4, 2)), _indices((3, 2, 1), -5, 5))),
-  ("one_hot", lambda i, v: dml.one_hot(i, v, 4, axis=0), (_indices((1, 5), -6, 6), _ties((2,)))),
+  (
+    "one_hot",
+    lambda i, v: dml.one_hot(i, 4, axis=0, on_value=v[1], off_value=v[0]),
+    (_indices((5,), -6, 6), _ties((2,))),
+  ),
   (
     "execute_top_k1",
     lambda x: dml.execute(
@@ -163,7 +167,7 @@ def test_vmap_of_eight_dimensional_examples() -> None:
     lambda e: dml.argmin(e, (0, 7)),
     lambda e: dml.reduce(e, "sum", (1, 7)),
     lambda e: dml.gather_nd(e, jnp.array([[1, 0, -1]], jnp.int32)),
-    lambda e: dml.one_hot(e[..., :1].astype(jnp.int32), jnp.array([0.0, 1.0], jnp.float32), 3),
+    lambda e: dml.one_hot(e[..., 0].astype(jnp.int32), 3, axis=-1),  # rank-7 indices, rank-8 output
   ]
   for fn in fns:
     _assert_same(jax.vmap(fn)(x), _loop(fn, [x], (0,), 3))

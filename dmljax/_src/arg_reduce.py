@@ -29,7 +29,7 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, enums, fields, rank_keys, selection, shardings, tensor_desc
+from dmljax._src import descriptor_path, dtypes, enums, fields, platform, rank_keys, selection, shardings, tensor_desc
 from dmljax._src.axes import AxisDirection
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -230,7 +230,7 @@ def _first_or_last_peak(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dt
   trailing = axes == tuple(range(kept, key.ndim))
   if trailing and flat_dtype == np.int32 and not _sharded_explicitly(key, axes):
     rows = key.reshape(*key.shape[:kept], math.prod(key.shape[kept:]))
-    return lax.platform_dependent(
+    return platform.branch(
       rows,
       cpu=lambda rows: selection.top_k_last_axis(rows, 1, True, last)[1][..., 0],
       default=lambda rows: _by_reductions(rows, (kept,), flat_dtype, last=last),

@@ -45,7 +45,7 @@ def check_descriptor(
   if p.require(
     len(inputs) == len(input_fields),
     f"execute needs {len(input_fields)} input array(s) ({', '.join(input_fields)})",
-    f"{len(inputs)}",
+    f"len(inputs)={len(inputs)}",
   ):
     for f, x in zip(input_fields, inputs, strict=False):
       tensor_desc.array_matches(p, f, x, tensors[f])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 import jax
 from jax.typing import ArrayLike
@@ -26,6 +26,20 @@ _RUNNERS: dict[type, Callable[..., Any]] = {
   ReduceDesc: execute_reduce,
   OneHotDesc: execute_one_hot,
 }
+
+
+_OneOutput = ArgMinDesc | ArgMaxDesc | GatherNDDesc | GatherND1Desc | ReduceDesc | OneHotDesc
+
+
+# One signature per kind of descriptor, so that callers get (values, indices) or one array without a cast.
+@overload
+def execute(
+  desc: TopKDesc | TopK1Desc, *inputs: ArrayLike, feature_level: FeatureLevel | str | None = None
+) -> tuple[jax.Array, jax.Array]: ...
+
+
+@overload
+def execute(desc: _OneOutput, *inputs: ArrayLike, feature_level: FeatureLevel | str | None = None) -> jax.Array: ...
 
 
 def execute(
@@ -64,5 +78,5 @@ def execute(
   runner = _RUNNERS.get(type(desc))
   if runner is None:
     names = ", ".join(t.__name__ for t in _RUNNERS)
-    raise DescriptorError("execute", [f"desc must be one of {names}; got {type(desc).__name__}"])
+    raise DescriptorError("execute", [f"desc must be one of {names}; got desc={type(desc).__name__}"])
   return runner(desc, inputs, feature_level)

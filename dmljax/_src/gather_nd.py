@@ -342,7 +342,10 @@ def _gather_kernel(x: jax.Array, indices: jax.Array, *, batch_dims: int, determi
   if deterministic:
     return _gather_nd_deterministic(x, indices, batch_dims)
   q = indices.shape[-1]
-  positions = _positions(x.shape, indices, batch_dims)
+  # The gather clamps start indices itself (CLIP mode, as XLA's gather does): only negative indices are
+  # wrapped here, the work of native indexing, so a small gather stays as cheap as ``x[i]``.
+  sizes = x.shape[batch_dims : batch_dims + q]
+  positions = [index_math.wrap_for_clipping_gather(indices[..., j], size) for j, size in enumerate(sizes)]
   common = np.result_type(*(pos.dtype for pos in positions))
   start = jnp.stack([pos.astype(common) for pos in positions], axis=-1)
   batch = tuple(range(batch_dims))
@@ -359,7 +362,7 @@ def _gather_kernel(x: jax.Array, indices: jax.Array, *, batch_dims: int, determi
     lax.gather,
     dimension_numbers=dimension_numbers,
     slice_sizes=(1,) * (batch_dims + q) + trailing,
-    mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS,
+    mode=lax.GatherScatterMode.CLIP,
   )
   return autodiff.linear_in_float32(gather, x, start)
 

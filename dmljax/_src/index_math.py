@@ -33,6 +33,20 @@ def wrap_and_clamp(v: jax.Array, size: int) -> jax.Array:
   return jnp.clip(wrapped, np.array(0, work), np.array(size - 1, work))
 
 
+def wrap_for_clipping_gather(v: jax.Array, size: int) -> jax.Array:
+  """:func:`wrap_and_clamp` without the final clamp, for a gather in ``CLIP`` mode, which clamps every start index.
+
+  Signed indices only count from the end once (fewer operations per index); unsigned ones are still
+  capped here, since a value above the position type's range would wrap around when converted.
+  """
+  dtype = np.dtype(v.dtype)
+  if not dtypes.is_signed_integer(dtype):
+    return wrap_and_clamp(v, size)
+  work = position_dtype(dtype, size)
+  wrapped = v.astype(work)
+  return jnp.where(wrapped < 0, wrapped + np.array(size, work), wrapped)
+
+
 def wrap_or_invalid(v: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
   """ONE_HOT's index policy: ``[0, size)`` as is, ``[-size, -1]`` from the end, anything else invalid.
 

@@ -12,20 +12,20 @@ Other platforms run ``lax.top_k`` on the keys. On GPUs, XLA's fast ``TopK``
 kernel covers only float32 and bfloat16 operands, so int32 keys there take a
 sort of the whole row; :mod:`radix_select` holds an exact selection that sorts
 only the ``k`` selected elements. It is not used by default: no GPU measurement
-says it is faster yet. :func:`set_gpu_selection` picks the algorithm of GPU
-platforms (CUDA and ROCm) for programs traced afterwards.
+says it is faster yet. :func:`set_gpu_selection` picks the algorithm of the
+non-CPU branch for programs traced afterwards.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dmljax._src import dtypes, radix_select
+from dmljax._src import dtypes, platform, radix_select, rank_keys
 from dmljax._src.rank_keys import key_as_total_order_float
 
 
@@ -91,21 +91,39 @@ def _top_k_extracted(key: jax.Array, k: int) -> jax.Array:
   return jnp.concatenate(found, axis=-1)
 
 
+def _staged(shape: tuple[int, ...], k: int) -> str | None:
+  """The staged selection :func:`cpu_top_k_by_key` runs on keys of ``shape``: chunked, extracted, or none."""
+  n = shape[-1]
+  if math.prod(shape) < MIN_STAGED_SIZE:
+    return None
+  if _chunk_size(n, k) is not None:
+    return "chunked"
+  if k <= 2 and n <= 4096:
+    return "extracted"
+  return None
+
+
 def cpu_top_k_by_key(key: jax.Array, k: int) -> jax.Array:
   """:func:`top_k_by_key` as compiled for XLA:CPU (small arrays: one ``lax.top_k``, the fewest kernels)."""
-  n = key.shape[-1]
-  if key.size < MIN_STAGED_SIZE:
-    return _cpu_top_k(key, k)
-  chunk = _chunk_size(n, k)
-  if chunk is not None:
+  staged = _staged(key.shape, k)
+  if staged == "chunked":
+    chunk = _chunk_size(key.shape[-1], k)
+    assert chunk is not None
     return _top_k_chunked(key, k, chunk)
-  if k <= 2 and n <= 4096:
+  if staged == "extracted":
     return _top_k_extracted(key, k)
   return _cpu_top_k(key, k)
 
 
 # lax.top_k returns int32 indices; longer sequences take a sort (tests lower this to cover that path).
 LAX_TOP_K_LARGEST_INDEX = int(np.iinfo(np.int32).max)
+
+
+def index_dtype(size: int) -> np.dtype:
+  """The type of :func:`top_k_by_key`'s indices into sequences of ``size``: int32 where it can index them."""
+  if size - 1 > LAX_TOP_K_LARGEST_INDEX:
+    return np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.uint32)
+  return np.dtype(np.int32)
 
 
 def top_k_by_key(key: jax.Array, k: int) -> jax.Array:
@@ -117,25 +135,63 @@ def top_k_by_key(key: jax.Array, k: int) -> jax.Array:
   avoids XLA:CPU's partial sort over the whole row. Indices are int32, except for
   rows longer than int32 can index, which take a stable sort instead.
   """
-  size = key.shape[-1]
-  if size - 1 > LAX_TOP_K_LARGEST_INDEX:
+  position = index_dtype(key.shape[-1])
+  if position != np.int32:
     # lax.top_k's indices are int32: a stable sort by the reversed key keeps ties in index order.
-    position = np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.uint32)
     iota = lax.broadcasted_iota(position, key.shape, key.ndim - 1)
     _, order = lax.sort((~key, iota), dimension=key.ndim - 1, is_stable=True, num_keys=1)
     return lax.slice_in_dim(order, 0, k, axis=key.ndim - 1)
 
-  return _by_platform(
-    key,
-    cpu=lambda key: cpu_top_k_by_key(key, k),
-    gpu=lambda key: gpu_top_k_by_key(key, k),
-    default=lambda key: lax.top_k(key, k)[1],
+  return platform.branch(
+    key, cpu=lambda key: cpu_top_k_by_key(key, k), default=lambda key: default_top_k_by_key(key, k)
   )
 
 
-# The GPU algorithm of top_k_by_key: "lax_top_k" (the default, XLA's TopK), "radix" (radix_select's
-# XLA composition) or "radix_pallas" (its counting passes as a Pallas kernel). Read at trace time;
-# change it with set_gpu_selection, which also drops compiled programs so that they retrace.
+# Float rows at least this long stay on one lax.top_k below MAX_PLAIN_FLOAT_SIZE elements: with few rows
+# the staged selection's extra passes cost more than they save (measured on 2 cores: (16, 2048) k=8
+# and (4, 8192) k=50 staged took 1.2-1.3x the time of one lax.top_k; (16, 4096) k=8 took 0.8x).
+MIN_PLAIN_FLOAT_ROW = 1024
+MAX_PLAIN_FLOAT_SIZE = 1 << 16
+
+
+def plain_float_path(shape: tuple[int, ...], k: int) -> bool:
+  """Whether :func:`top_k_of_floats` selects on the canonical float (on CPU) for an array of ``shape``.
+
+  Where the rank key would not be staged either, and for few long rows below ``MAX_PLAIN_FLOAT_SIZE``.
+  """
+  size = math.prod(shape)
+  return _staged(shape, k) is None or (size < MAX_PLAIN_FLOAT_SIZE and shape[-1] >= MIN_PLAIN_FLOAT_ROW)
+
+
+def top_k_of_floats(x: jax.Array, k: int, descending: bool) -> jax.Array:
+  """Indices of the ``k`` first floats along the last axis (NaN above +inf, -0.0 == +0.0), ties by ascending index.
+
+  The same indices as :func:`top_k_by_key` on the rank key. On CPU, where no staged selection runs
+  or it would not pay (:func:`plain_float_path`), the selection skips the integer key: its float view
+  (:func:`key_as_total_order_float`) is exactly the canonical float (-0.0 as +0.0, every NaN as the
+  positive NaN), negated for the smallest first, since the key's two sign-magnitude flips cancel.
+  That is about four operations per element instead of about twelve, which keeps XLA:CPU from
+  splitting the pass over threads at small sizes, and one ``lax.top_k`` instead of a staged selection.
+  """
+
+  def by_key(x: jax.Array) -> jax.Array:
+    key = rank_keys.ascending_key(x) if descending else rank_keys.descending_key(x)
+    return top_k_by_key(key, k)
+
+  if not plain_float_path(x.shape, k) or x.shape[-1] - 1 > LAX_TOP_K_LARGEST_INDEX:
+    return by_key(x)
+
+  def cpu(x: jax.Array) -> jax.Array:
+    view = rank_keys.canonical_float(x)
+    return lax.top_k(view if descending else -view, k)[1]
+
+  return platform.branch(x, cpu=cpu, default=by_key)
+
+
+# The algorithm of top_k_by_key's non-CPU branch: "lax_top_k" (the default, XLA's TopK), "radix"
+# (radix_select's XLA composition) or "radix_pallas" (its counting passes as a Triton kernel on CUDA
+# and ROCm, the XLA ones elsewhere). Read at trace time; change it with set_gpu_selection, which also
+# drops compiled programs so that they retrace.
 GPU_SELECTIONS = ("lax_top_k", "radix", "radix_pallas")
 GPU_SELECTION = "lax_top_k"
 # Runs the Pallas kernel in interpret mode (tests force the GPU branch on CPU with it).
@@ -153,24 +209,10 @@ def set_gpu_selection(selection: str) -> str:
   return previous
 
 
-def gpu_top_k_by_key(key: jax.Array, k: int) -> jax.Array:
-  """:func:`top_k_by_key` as traced for GPU platforms under :data:`GPU_SELECTION`."""
+def default_top_k_by_key(key: jax.Array, k: int) -> jax.Array:
+  """:func:`top_k_by_key` off CPU (GPUs, TPUs), under :data:`GPU_SELECTION`."""
   if GPU_SELECTION == "radix":
     return radix_select.radix_top_k(key, k)
   if GPU_SELECTION == "radix_pallas":
     return radix_select.pallas_radix_top_k(key, k, interpret=_PALLAS_INTERPRET)
   return lax.top_k(key, k)[1]
-
-
-Branch = Callable[[jax.Array], jax.Array]
-
-
-def _by_platform(key: jax.Array, *, cpu: Branch, gpu: Branch, default: Branch) -> jax.Array:
-  """The platform's branch; GPU platforms get their own only when :data:`GPU_SELECTION` asks for one.
-
-  With the default selection the program is the one-branch-per-CPU-or-not it has always been.
-  Tests replace this function to run the GPU branch on CPU.
-  """
-  if GPU_SELECTION == "lax_top_k":
-    return lax.platform_dependent(key, cpu=cpu, default=default)
-  return lax.platform_dependent(key, cpu=cpu, cuda=gpu, rocm=gpu, default=default)

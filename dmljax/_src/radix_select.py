@@ -243,7 +243,11 @@ def radix_top_k(key: jax.Array, k: int, *, radix_bits: int = RADIX_BITS) -> jax.
 def pallas_radix_top_k(
   key: jax.Array, k: int, *, interpret: bool, radix_bits: int = RADIX_BITS, chunk: int = PALLAS_CHUNK
 ) -> jax.Array:
-  """:func:`radix_top_k` with the counting passes in a Pallas kernel; 64-bit keys use the XLA passes."""
+  """:func:`radix_top_k` with the counting passes in a Pallas kernel.
+
+  The kernel runs on CUDA and ROCm (or anywhere with ``interpret``); 64-bit keys and other platforms
+  use the XLA passes.
+  """
   n = key.shape[-1]
   if k == 1:
     return _first_maximum(key)
@@ -251,6 +255,14 @@ def pallas_radix_top_k(
     return _whole_row(key)
   if key.dtype != np.int32:
     threshold, rank = radix_threshold(key, k, radix_bits)
+  elif interpret:
+    threshold, rank = pallas_radix_threshold(key, k, interpret=True, radix_bits=radix_bits, chunk=chunk)
   else:
-    threshold, rank = pallas_radix_threshold(key, k, interpret=interpret, radix_bits=radix_bits, chunk=chunk)
+    # The kernel is written for Triton: CUDA and ROCm compile it, other platforms count in XLA.
+    def kernel(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+      return pallas_radix_threshold(key, k, interpret=False, radix_bits=radix_bits, chunk=chunk)
+
+    threshold, rank = lax.platform_dependent(
+      key, cuda=kernel, rocm=kernel, default=lambda key: radix_threshold(key, k, radix_bits)
+    )
   return order_selected(key, compact(key, threshold, rank, k))

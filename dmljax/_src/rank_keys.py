@@ -28,16 +28,23 @@ def _flip_negative(bits: jax.Array) -> jax.Array:
   return bits ^ (lax.shift_right_arithmetic(bits, np.array(width - 1, bits.dtype)) & magnitude)
 
 
+def canonical_float(x: jax.Array) -> jax.Array:
+  """A float ``x`` widened to the key's width (float32 or float64), -0.0 made +0.0 and every NaN the positive NaN.
+
+  Equal values then have equal bits, and the IEEE total order of the result is the library's order.
+  """
+  work = np.dtype(np.float64) if key_dtype(np.dtype(x.dtype)) == np.int64 else np.dtype(np.float32)
+  f = x.astype(work)
+  f = jnp.where(f == 0, np.array(0, work), f)
+  return jnp.where(jnp.isnan(f), np.array(np.nan, work), f)
+
+
 def ascending_key(x: jax.Array) -> jax.Array:
   """A signed integer key, ordered as ``x`` in dmljax's value order (NaN largest, -0 == +0)."""
   dtype = np.dtype(x.dtype)
   kdt = key_dtype(dtype)
   if dtypes.is_float(dtype):
-    work = np.dtype(np.float64) if kdt == np.int64 else np.dtype(np.float32)
-    f = x.astype(work)
-    f = jnp.where(f == 0, np.array(0, work), f)
-    f = jnp.where(jnp.isnan(f), np.array(np.nan, work), f)
-    return _flip_negative(lax.bitcast_convert_type(f, kdt))
+    return _flip_negative(lax.bitcast_convert_type(canonical_float(x), kdt))
   if dtype.itemsize < kdt.itemsize:
     return x.astype(kdt)
   if dtypes.is_signed_integer(dtype):

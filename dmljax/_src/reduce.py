@@ -56,7 +56,7 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-from dmljax._src import arg_reduce, descriptor_path, dtypes, enums, fields, tensor_desc
+from dmljax._src import arg_reduce, descriptor_path, dtypes, enums, fields, platform, shardings, tensor_desc
 from dmljax._src import axes as axes_lib
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -250,7 +250,7 @@ def _sum_over_leading_axes(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
     out = jnp.dot(jnp.ones(rows.shape[:1], x.dtype), rows, precision=lax.Precision.HIGHEST)
     return out.reshape(axes_lib.reduced_shape(x.shape, axes))
 
-  return lax.platform_dependent(x, cpu=by_dot, default=lambda x: jnp.sum(x, axes, keepdims=True))
+  return platform.branch(x, cpu=by_dot, default=lambda x: jnp.sum(x, axes, keepdims=True))
 
 
 @_sum_over_leading_axes.defjvp
@@ -280,9 +280,11 @@ def _product(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
   def plain(x: jax.Array) -> jax.Array:
     return jnp.prod(x, axes, keepdims=True, dtype=x.dtype)
 
-  if not axes or axes != tuple(range(kept, x.ndim)):
+  if not axes or axes != tuple(range(kept, x.ndim)) or shardings.splits_explicitly(x, axes):
+    # An explicit sharding of a reduced axis would need the halving's reshapes to name their output
+    # shardings; the plain product lets XLA reduce each shard and combine the partial products.
     return plain(x)
-  return lax.platform_dependent(x, cpu=halving, default=plain)
+  return platform.branch(x, cpu=halving, default=plain)
 
 
 def _log_sum_exp(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:

@@ -40,7 +40,7 @@ from jax import lax
 from jax.experimental.custom_partitioning import custom_partitioning
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dmljax._src import key_top_k, rank_keys, shardings
+from dmljax._src import dtypes, key_top_k, rank_keys, shardings
 
 
 def local_top_k(sequences: jax.Array, k: int, descending: bool, last: bool = False) -> tuple[jax.Array, jax.Array]:
@@ -55,20 +55,26 @@ def local_top_k(sequences: jax.Array, k: int, descending: bool, last: bool = Fal
     size = sequences.shape[-1]
     values, indices = local_top_k(lax.rev(sequences, (sequences.ndim - 1,)), 1, descending)
     return values, jnp.int32(size - 1) - indices
-  key = rank_keys.ascending_key(sequences) if descending else rank_keys.descending_key(sequences)
-  indices = key_top_k.top_k_by_key(key, k)
+  if dtypes.is_float(np.dtype(sequences.dtype)):
+    indices = key_top_k.top_k_of_floats(sequences, k, descending)
+  else:
+    key = rank_keys.ascending_key(sequences) if descending else rank_keys.descending_key(sequences)
+    indices = key_top_k.top_k_by_key(key, k)
   values = jnp.take_along_axis(sequences, indices, axis=-1, mode="promise_in_bounds")
   return values, indices
 
 
 def _per_shard_top_k(
-  shard: jax.Array, k: int, descending: bool, last: bool, names: shardings.AxisNames
+  shard: jax.Array, k: int, descending: bool, last: bool, names: shardings.AxisNames, length: int
 ) -> tuple[jax.Array, jax.Array]:
-  """Runs on each shard, inside a manual (shard_map-like) context over ``names``."""
+  """Runs on each shard of sequences of ``length``, inside a manual (shard_map-like) context over ``names``.
+
+  Global indices take the type the unsharded selection gives sequences of ``length``.
+  """
   size = shard.shape[-1]
   values, indices = local_top_k(shard, min(k, size), descending, last)
-  offset = lax.axis_index(names) * np.array(size, np.int32)
-  indices = indices + offset.astype(np.int32)
+  wide = key_top_k.index_dtype(length)
+  indices = indices.astype(wide) + lax.axis_index(names).astype(wide) * np.array(size, wide)
   axis = shard.ndim - 1
   values = lax.all_gather(values, names, axis=axis, tiled=True)
   indices = lax.all_gather(indices, names, axis=axis, tiled=True)
@@ -94,7 +100,9 @@ def _partition(
       (out_sharding, out_sharding),
       (in_sharding,),
     )
-  lower = functools.partial(_per_shard_top_k, k=k, descending=descending, last=last, names=names)
+  lower = functools.partial(
+    _per_shard_top_k, k=k, descending=descending, last=last, names=names, length=operand.shape[-1]
+  )
   return mesh, lower, (out_sharding, out_sharding), (NamedSharding(mesh, PartitionSpec(*spec)),)
 
 
@@ -118,7 +126,9 @@ def _dispatch(sequences: jax.Array, k: int, descending: bool, last: bool) -> tup
   if not axis_names:
     # The type says no device splits a sequence: XLA keeps the other axes' shardings by itself.
     return local_top_k(sequences, k, descending, last)
-  body = functools.partial(_per_shard_top_k, k=k, descending=descending, last=last, names=axis_names)
+  body = functools.partial(
+    _per_shard_top_k, k=k, descending=descending, last=last, names=axis_names, length=sequences.shape[-1]
+  )
   out_spec = PartitionSpec(*spec[:-1], None)
   mapped = jax.shard_map(
     body, mesh=mesh, in_specs=PartitionSpec(*spec), out_specs=(out_spec, out_spec), check_vma=False

@@ -39,3 +39,9 @@ def explicit_spec(x: jax.Array) -> tuple[Any, tuple[Any, ...]] | None:
   if not any(axis_type[n] == AxisType.Explicit for entry in spec for n in names(entry)):
     return None
   return mesh, spec
+
+
+def splits_explicitly(x: jax.Array, axes: tuple[int, ...]) -> bool:
+  """Whether an explicit-axes sharding (visible in ``x``'s type) splits any of ``axes``."""
+  found = explicit_spec(x)
+  return found is not None and any(found[1][a] is not None for a in axes)

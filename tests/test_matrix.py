@@ -1,0 +1,607 @@
+"""The transformation matrix: every implementation path under every transformation.
+
+``PATHS`` is one row per implementation path: each ``platform.branch`` branch (forced on CPU, so
+that CI runs the code GPUs and TPUs compile), every CPU fast path and its fallback, and the
+selection kernels. A new fast path joins the library with a row here. Each row builds its inputs
+from a fixed seed, with shapes that select the path, names the call, the NumPy expectation
+(tests/reference.py) and how the path shows (functions it must reach, text its program holds).
+
+``TRANSFORMS`` are the columns: plain call, ``jit``, ``vmap`` batched on each argument,
+``grad``/``jvp`` (``check_grads``, second order, forward and reverse, on value outputs), sharding
+along the operated axis and along another axis on automatic and on explicit mesh axes, and a
+``jax.export`` round trip. The product is sampled with a fixed seed to keep the file fast;
+``DMLJAX_MATRIX=full`` runs all of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import jax.test_util
+import numpy as np
+import pytest
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+from reference import ref_arg_reduce, ref_gather_nd, ref_one_hot, ref_reduce, ref_top_k
+
+import dmljax as dml
+from dmljax._src import arg_reduce, gather_nd, index_math, key_top_k, platform, rank_keys, selection
+from dmljax._src import reduce as reduce_lib
+
+I32 = jnp.int32
+F32_EPS = float(np.finfo(np.float32).eps)
+
+
+# Inputs ------------------------------------------------------------------------------------------------------
+
+
+def _tied(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+  """Small integers as float32: ties everywhere, so every tie rule is exercised."""
+  return rng.integers(-3, 4, shape).astype(np.float32)
+
+
+def _tied_int(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+  """int32 with ties and both extremes: the rank-key paths that integer inputs take."""
+  x = rng.integers(-3, 4, shape).astype(np.int32)
+  x.flat[0], x.flat[-1] = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+  return x
+
+
+def _tied_nan(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+  x = _tied(rng, shape)
+  x[rng.random(shape) < 0.02] = np.nan
+  x.flat[0] = -0.0
+  return x
+
+
+def _distinct(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+  """Distinct values half a unit apart (exact in float32): no ties, so selections are differentiable."""
+  size = math.prod(shape)
+  return ((rng.permutation(size) - size // 2) * 0.5).astype(np.float32).reshape(shape)
+
+
+def _near_one(rng: np.random.Generator, shape: tuple[int, ...], spread: float = 0.25) -> np.ndarray:
+  """Terms of one sign around 1: sums and norms far from 0, so relative tolerances apply."""
+  return (1.0 + spread * rng.standard_normal(shape)).astype(np.float32)
+
+
+# Rows --------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Path:
+  """One implementation path.
+
+  id: the row's name. make: inputs from a seeded generator. call: the library call on those
+  arrays. expect: the NumPy expectation from the same arrays. branch: the ``platform.branch``
+  branch forced (``None``: the platform's own). op_axis/other_axis: the axis of the first
+  argument that the operator works along, and another one (``None``: no such axis to shard).
+  grad_args: the arguments to differentiate (empty: no value output); grad_make: inputs for the
+  gradient check where ``make``'s ties would make the selection non-differentiable. reaches /
+  avoids: library functions (module, name) the trace must / must not reach. hlo: text the lowered
+  program must contain. rtol: 0 for exact outputs. setup: a context the whole row runs in.
+  """
+
+  id: str
+  make: Callable[[np.random.Generator], tuple[np.ndarray, ...]]
+  call: Callable[..., Any]
+  expect: Callable[..., Any]
+  branch: platform.Branch | None = None
+  op_axis: int | None = None
+  other_axis: int | None = None
+  grad_args: tuple[int, ...] = ()
+  grad_make: Callable[[np.random.Generator], tuple[np.ndarray, ...]] | None = None
+  grad_eps: float = 1e-3
+  reaches: tuple[tuple[Any, str], ...] = ()
+  avoids: tuple[tuple[Any, str], ...] = ()
+  hlo: tuple[str, ...] = ()
+  rtol: float = 0.0
+  setup: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+
+
+def _top_k_row(id: str, shape: tuple[int, ...], k: int, axis: int, branch: platform.Branch | None, **kw: Any) -> Path:
+  direction = kw.pop("direction", "decreasing")
+  make = kw.pop("make", _tied_nan)
+  return Path(
+    id=id,
+    make=lambda rng: (make(rng, shape),),
+    call=lambda x: dml.top_k(x, k, axis=axis, direction=direction, index_dtype=I32),
+    expect=lambda x: _as_int32(ref_top_k(x, k, axis, direction)),
+    branch=branch,
+    op_axis=axis % len(shape),
+    other_axis=kw.pop("other_axis", 0),
+    grad_args=kw.pop("grad_args", (0,)),
+    grad_make=lambda rng: (_distinct(rng, shape),),
+    # Values half a unit apart keep their order under a 0.05 step (tangents are normal draws), and a step that
+    # large keeps the rounding of values up to a few thousand out of the finite differences.
+    grad_eps=0.05,
+    **kw,
+  )
+
+
+def _arg_row(id: str, shape: tuple[int, ...], axes: tuple[int, ...], branch: platform.Branch | None, **kw: Any) -> Path:
+  find_max = id.startswith("argmax")
+  direction = kw.pop("direction", "increasing")
+  op = dml.argmax if find_max else dml.argmin
+  return Path(
+    id=id,
+    make=lambda rng: (_tied_nan(rng, shape),),
+    call=lambda x: op(x, axes, direction=direction, keepdims=True, index_dtype=I32),
+    expect=lambda x: ref_arg_reduce(x, axes, "max" if find_max else "min", direction).astype(np.int32),
+    branch=branch,
+    op_axis=axes[-1],
+    other_axis=kw.pop("other_axis", 0),
+    **kw,
+  )
+
+
+def _reduce_row(
+  id: str, function: str, shape: tuple[int, ...], axes: tuple[int, ...], branch: platform.Branch | None, **kw: Any
+) -> Path:
+  make = kw.pop("make", _near_one)
+  exact = function in ("max", "min")
+  return Path(
+    id=id,
+    make=lambda rng: (make(rng, shape),),
+    call=lambda x: dml.reduce(x, function, axes, keepdims=True, index_dtype=I32),
+    expect=lambda x: ref_reduce(x, function, axes),
+    branch=branch,
+    op_axis=axes[-1],
+    other_axis=kw.pop("other_axis", 0),
+    grad_args=kw.pop("grad_args", (0,)),
+    rtol=0.0 if exact else 4 * F32_EPS * math.sqrt(math.prod(shape[a] for a in axes)),
+    **kw,
+  )
+
+
+def _as_int32(pair: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+  return pair[0], pair[1].astype(np.int32)
+
+
+@contextlib.contextmanager
+def _narrow_lax_top_k() -> Iterator[None]:
+  """Rows longer than 16 take the sort that rows longer than int32 can index take (read at trace time)."""
+  saved = key_top_k.LAX_TOP_K_LARGEST_INDEX
+  key_top_k.LAX_TOP_K_LARGEST_INDEX = 15
+  jax.clear_caches()
+  try:
+    yield
+  finally:
+    key_top_k.LAX_TOP_K_LARGEST_INDEX = saved
+    jax.clear_caches()
+
+
+_L2_SCALE = np.float32(2.0**-46)  # ||x * scale|| < 2**-39: the gradient's rescaled branch
+
+
+def _gather_row(id: str, x_shape: tuple[int, ...], i_shape: tuple[int, ...], batch_dims: int, **kw: Any) -> Path:
+  deterministic = kw.pop("deterministic", False)
+
+  def make(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    depth = i_shape[-1]
+    high = np.array(x_shape[batch_dims : batch_dims + depth])
+    indices = rng.integers(-high, high, i_shape).astype(np.int32)  # negative count from the end
+    indices.reshape(-1, depth)[:2] = indices.reshape(-1, depth)[-1]  # duplicates, whose gradients add
+    return _distinct(rng, x_shape), indices
+
+  return Path(
+    id=id,
+    make=make,
+    call=lambda x, i: dml.gather_nd(x, i, batch_dims=batch_dims, deterministic=deterministic),
+    expect=lambda x, i: ref_gather_nd(x, i, batch_dims),
+    grad_args=(0,),
+    **kw,
+  )
+
+
+_ONE_HOT = dml.OneHotDesc(
+  dml.TensorDesc(dml.DataType.INT32, (8, 1)),
+  dml.TensorDesc(dml.DataType.FLOAT32, (1, 2)),
+  dml.TensorDesc(dml.DataType.FLOAT32, (8, 16)),
+  axis=1,
+)
+
+PATHS: list[Path] = [
+  # top_k: key_top_k's CPU paths (one lax.top_k below MIN_STAGED_SIZE elements, the chunked two-stage
+  # selection, k max passes), the other platforms' lax.top_k on integer keys, the sort for rows longer
+  # than lax.top_k indexes; sharded selection under the sharding columns.
+  # Floats on CPU skip the integer key where no staged selection pays (key_top_k.plain_float_path): one
+  # lax.top_k on the canonical float (-0.0 as +0.0, one NaN).
+  _top_k_row(
+    "top_k/cpu_plain_float",
+    (6, 40),
+    5,
+    1,
+    "cpu",
+    reaches=((rank_keys, "canonical_float"),),
+    avoids=((key_top_k, "cpu_top_k_by_key"),),
+  ),
+  _top_k_row(
+    "top_k/cpu_plain_float_increasing",
+    (512, 64),
+    4,
+    1,
+    "cpu",
+    direction="increasing",
+    reaches=((rank_keys, "canonical_float"),),
+  ),
+  _top_k_row(
+    "top_k/cpu_small_int_keys", (6, 40), 5, 1, "cpu", make=_tied_int, grad_args=(), reaches=((key_top_k, "_cpu_top_k"),)
+  ),
+  _top_k_row(
+    "top_k/cpu_chunked",
+    (4, 4096),
+    16,
+    -1,
+    "cpu",
+    reaches=((key_top_k, "_top_k_chunked"),),
+    make=_tied_int,
+    grad_args=(),
+    hlo=("sort",),
+  ),
+  _top_k_row("top_k/cpu_chunked_float", (32, 512), 4, -1, "cpu", reaches=((key_top_k, "_top_k_chunked"),), make=_tied),
+  _top_k_row("top_k/cpu_extracted", (256, 64), 2, 1, "cpu", reaches=((key_top_k, "_top_k_extracted"),)),
+  _top_k_row(
+    "top_k/default_int_keys", (6, 40), 5, 1, "default", avoids=((key_top_k, "cpu_top_k_by_key"),), hlo=("top_k",)
+  ),
+  _top_k_row(
+    "top_k/sort_past_int32",
+    (4, 40),
+    3,
+    1,
+    None,
+    setup=_narrow_lax_top_k,
+    avoids=((key_top_k, "cpu_top_k_by_key"),),
+    hlo=("stablehlo.sort",),
+  ),
+  _top_k_row("top_k/increasing_axis0", (24, 8), 4, 0, "cpu", direction="increasing", other_axis=1),
+  # argmin/argmax: top-1 selection over trailing axes on CPU (last=True for DECREASING), two reductions
+  # elsewhere (the other platforms, non-trailing axes, explicitly sharded axes: the sharding columns).
+  _arg_row("argmax/cpu_top1", (6, 40), (1,), "cpu", reaches=((selection, "top_k_last_axis"),)),
+  _arg_row(
+    "argmax/default_reductions",
+    (6, 40),
+    (1,),
+    "default",
+    reaches=((arg_reduce, "_by_reductions"),),
+    avoids=((selection, "top_k_last_axis"),),
+  ),
+  _arg_row("argmin/cpu_top1_last", (6, 40), (1,), "cpu", direction="decreasing", reaches=((selection, "local_top_k"),)),
+  _arg_row("argmin/cpu_trailing_pair", (4, 8, 10), (1, 2), "cpu", other_axis=0),
+  _arg_row("argmin/non_trailing", (8, 6, 8), (0, 2), None, other_axis=1, reaches=((arg_reduce, "_by_reductions"),)),
+  _arg_row("argmax/non_trailing_last", (8, 6, 8), (0, 1), None, direction="decreasing", other_axis=2),
+  # reduce: SUM over leading axes as a matrix-vector product on CPU, MULTIPLY by halving rows on CPU, and
+  # their plain forms; L2's two gradient branches; LOG_SUM_EXP; MAX/MIN with NaN propagation.
+  _reduce_row(
+    "sum/cpu_by_dot", "sum", (1024, 64), (0,), "cpu", other_axis=1, reaches=((reduce_lib, "_sum_over_leading_axes"),)
+  ),
+  _reduce_row("sum/default_by_dot", "sum", (1024, 64), (0,), "default", other_axis=1),
+  _reduce_row("sum/all_axes", "sum", (8, 40), (0, 1), None),
+  _reduce_row("average/two_axes", "average", (8, 6, 8), (0, 2), None, other_axis=1),
+  _reduce_row(
+    "multiply/cpu_halving",
+    "multiply",
+    (4, 64),
+    (1,),
+    "cpu",
+    make=lambda rng, shape: _near_one(rng, shape, 0.01),
+    hlo=("stablehlo.slice",),
+  ),
+  _reduce_row(
+    "multiply/default_plain", "multiply", (4, 64), (1,), "default", make=lambda rng, shape: _near_one(rng, shape, 0.01)
+  ),
+  _reduce_row(
+    "multiply/leading_axes", "multiply", (64, 8), (0,), None, make=lambda rng, shape: _near_one(rng, shape, 0.01)
+  ),
+  _reduce_row("l2/normal", "l2", (6, 64), (1,), None),
+  Path(
+    id="l2/rescaled",
+    make=lambda rng: (_near_one(rng, (6, 64)),),
+    call=lambda x: dml.reduce(x * _L2_SCALE, "l2", (1,), keepdims=True, index_dtype=I32) / _L2_SCALE,
+    expect=lambda x: ref_reduce(x, "l2", (1,)),
+    op_axis=1,
+    other_axis=0,
+    grad_args=(0,),
+    rtol=4 * F32_EPS * 8,
+  ),
+  _reduce_row("log_sum_exp", "log_sum_exp", (6, 64), (1,), None),
+  _reduce_row("max/nan_long_rows", "max", (4, 2048), (1,), None, make=_tied_nan, grad_args=()),
+  _reduce_row("min/nan_all_axes", "min", (8, 16), (0, 1), None, make=_tied_nan, grad_args=()),
+  _reduce_row("max/distinct", "max", (8, 24), (1,), None, make=_distinct),
+  # gather_nd: the plain gather, the deterministic (sorted, segment-summed) gradient, batch_dims.
+  _gather_row("gather_nd/plain", (8, 6, 8), (4, 2), 0, op_axis=0, other_axis=2),
+  _gather_row(
+    "gather_nd/deterministic",
+    (8, 6, 8),
+    (4, 2),
+    0,
+    deterministic=True,
+    op_axis=0,
+    other_axis=2,
+    reaches=((gather_nd, "_gather_nd_deterministic"),),
+  ),
+  _gather_row("gather_nd/batch_dims", (8, 6, 4), (8, 3, 1), 1, op_axis=1, other_axis=0),
+  # The gather clamps in CLIP mode; unsigned indices are capped first (index_math.wrap_for_clipping_gather).
+  Path(
+    id="gather_nd/unsigned_far_out_of_range",
+    make=lambda rng: (
+      _distinct(rng, (8, 6)),
+      rng.choice(np.array([0, 3, 7, 8, 2**31, 2**32 - 1], np.uint32), (5, 1)),
+    ),
+    call=lambda x, i: dml.gather_nd(x, i),
+    expect=lambda x, i: ref_gather_nd(x, i, 0),
+    op_axis=0,
+    other_axis=1,
+    grad_args=(0,),
+    reaches=((index_math, "wrap_for_clipping_gather"),),
+  ),
+  # one_hot (descriptor path): the values are differentiable.
+  Path(
+    id="one_hot",
+    make=lambda rng: (
+      rng.integers(-20, 20, (8, 1)).astype(np.int32),
+      rng.standard_normal((1, 2)).astype(np.float32),
+    ),
+    call=lambda i, v: dml.execute(_ONE_HOT, i, v),
+    expect=lambda i, v: ref_one_hot(i, v, 16, 1),
+    other_axis=0,
+    grad_args=(1,),
+  ),
+]
+
+
+# Columns -----------------------------------------------------------------------------------------------------
+
+
+def _seed(*parts: object) -> np.random.Generator:
+  return np.random.default_rng(zlib.crc32("/".join(map(str, parts)).encode()))
+
+
+def _check(got: Any, want: Any, rtol: float, what: str) -> None:
+  got_leaves, want_leaves = jax.tree.leaves(got), jax.tree.leaves(want)
+  assert len(got_leaves) == len(want_leaves), what
+  for g, w in zip(got_leaves, want_leaves, strict=True):
+    g, w = np.asarray(g), np.asarray(w)
+    assert g.dtype == w.dtype and g.shape == w.shape, f"{what}: {g.dtype}{g.shape} != {w.dtype}{w.shape}"
+    if rtol:
+      np.testing.assert_allclose(g, w, rtol=rtol, atol=0, err_msg=what)
+    else:
+      np.testing.assert_array_equal(g, w, err_msg=what)
+
+
+def _plain(row: Path, args: tuple[np.ndarray, ...]) -> None:
+  _check(row.call(*map(jnp.asarray, args)), row.expect(*args), row.rtol, "plain")
+
+
+def _jit(row: Path, args: tuple[np.ndarray, ...]) -> None:
+  _check(jax.jit(row.call)(*args), row.expect(*args), row.rtol, "jit")
+
+
+def _vmap(position: int) -> Callable[[Path, tuple[np.ndarray, ...]], None]:
+  def run(row: Path, args: tuple[np.ndarray, ...]) -> None:
+    other = row.make(_seed(row.id, "vmap"))[position]
+    batched = list(args)
+    batched[position] = np.stack([args[position], other])
+    in_axes = tuple(0 if a == position else None for a in range(len(args)))
+    got = jax.vmap(row.call, in_axes=in_axes)(*batched)
+    second = list(args)
+    second[position] = other
+    want = jax.tree.map(lambda a, b: np.stack([a, b]), row.expect(*args), row.expect(*second))
+    _check(got, want, row.rtol, f"vmap over argument {position}")
+
+  return run
+
+
+def _grad(row: Path, args: tuple[np.ndarray, ...]) -> None:
+  """Second-order forward and reverse derivatives of the value outputs against finite differences."""
+  if row.grad_make is not None:
+    args = row.grad_make(_seed(row.id, "grad"))
+
+  def values(*diff: jax.Array) -> jax.Array:
+    full = list(map(jnp.asarray, args))
+    for position, a in zip(row.grad_args, diff, strict=True):
+      full[position] = a
+    out = row.call(*full)
+    return out[0] if isinstance(out, tuple) else out
+
+  diff_args = tuple(jnp.asarray(args[a]) for a in row.grad_args)
+  jax.test_util.check_grads(values, diff_args, order=2, modes=("fwd", "rev"), eps=row.grad_eps, atol=2e-2, rtol=2e-2)
+
+
+def _mesh(size: int, explicit: bool) -> jax.sharding.Mesh:
+  axis_type = AxisType.Explicit if explicit else AxisType.Auto
+  return jax.make_mesh((size,), ("d",), axis_types=(axis_type,), devices=jax.devices()[:size])
+
+
+def _placed(row: Path, args: tuple[np.ndarray, ...], explicit: bool, axis: int) -> tuple[Any, list[Any], str]:
+  """The row's call, jitted for the first argument split along ``axis`` over as many devices as divide it."""
+  size = next(n for n in (8, 4, 2) if args[0].shape[axis] % n == 0)
+  mesh = _mesh(size, explicit)
+  spec = P(*([None] * axis), "d")
+  shardings = (NamedSharding(mesh, spec), *(NamedSharding(mesh, P()) for _ in args[1:]))
+  where = f"{'explicit' if explicit else 'auto'} mesh of {size}, axis {axis}"
+  if explicit:
+    return jax.jit(row.call), [jax.device_put(a, s) for a, s in zip(args, shardings, strict=True)], where
+  return jax.jit(row.call, in_shardings=shardings), list(args), where
+
+
+def _sharded(explicit: bool, which: str) -> Callable[[Path, tuple[np.ndarray, ...]], None]:
+  def run(row: Path, args: tuple[np.ndarray, ...]) -> None:
+    axis = row.op_axis if which == "op" else row.other_axis
+    assert axis is not None
+    fn, placed, where = _placed(row, args, explicit, axis)
+    _check(fn(*placed), row.expect(*args), row.rtol, where)
+
+  return run
+
+
+# Unforced rows export for every platform, so each platform.branch branch is lowered (and the CPU one runs).
+_PLATFORMS = ("cpu", "cuda", "tpu")
+
+
+def _export(row: Path, args: tuple[np.ndarray, ...]) -> None:
+  specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
+  platforms = _PLATFORMS if row.branch is None else None
+  exported = jax.export.export(jax.jit(row.call), platforms=platforms)(*specs)
+  restored = jax.export.deserialize(exported.serialize())
+  _check(restored.call(*args), row.expect(*args), row.rtol, "export")
+
+
+TRANSFORMS: dict[str, Callable[[Path, tuple[np.ndarray, ...]], None]] = {
+  "plain": _plain,
+  "jit": _jit,
+  "vmap0": _vmap(0),
+  "vmap1": _vmap(1),
+  "grad": _grad,
+  "auto_op": _sharded(False, "op"),
+  "auto_other": _sharded(False, "other"),
+  "explicit_op": _sharded(True, "op"),
+  "explicit_other": _sharded(True, "other"),
+  "export": _export,
+}
+
+
+def _applies(row: Path, column: str) -> bool:
+  arity = len(row.make(_seed(row.id)))
+  if column == "vmap1":
+    return arity > 1
+  if column == "grad":
+    return bool(row.grad_args)
+  if column.endswith("_op"):
+    return row.op_axis is not None
+  if column.endswith("_other"):
+    return row.other_axis is not None
+  return True
+
+
+# Sampling: every row runs plain (its expectation) and, with the path check, its trace; of the other cells
+# a fixed-seed sample, drawn so that every row and every column is present, plus the cells that once failed.
+_SAMPLE = 0.5
+_ALWAYS = {
+  # Sharded selection of rows past lax.top_k's int32 indices: shards used to return int32 indices.
+  ("top_k/sort_past_int32", "auto_op"),
+  ("top_k/sort_past_int32", "explicit_op"),
+  # Finite differences of selections with values in the thousands.
+  ("top_k/cpu_chunked_float", "grad"),
+}
+
+
+def _cells() -> list[tuple[Path, str]]:
+  cells = [(row, column) for row in PATHS for column in TRANSFORMS if _applies(row, column)]
+  if os.environ.get("DMLJAX_MATRIX") == "full":
+    return cells
+  rng = np.random.default_rng(20261123)
+  keep = [column == "plain" or (row.id, column) in _ALWAYS or rng.random() < _SAMPLE for row, column in cells]
+  for column in TRANSFORMS:  # every column at least twice
+    missing = [n for n, (_, c) in enumerate(cells) if c == column and not keep[n]]
+    while sum(keep[n] for n, (_, c) in enumerate(cells) if c == column) < 2 and missing:
+      keep[missing.pop(int(rng.integers(len(missing))))] = True
+  return [cell for cell, k in zip(cells, keep, strict=True) if k]
+
+
+CELLS = _cells()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _platform_choice_restored() -> Iterator[None]:
+  yield
+  platform.force(None)
+
+
+@pytest.mark.parametrize(("row", "column"), CELLS, ids=[f"{row.id}-{column}" for row, column in CELLS])
+def test_matrix(row: Path, column: str) -> None:
+  platform.force(row.branch)  # cells of one row are adjacent: the caches are cleared once per change
+  with row.setup():
+    TRANSFORMS[column](row, row.make(_seed(row.id)))
+
+
+def test_matrix_covers_every_row_and_column() -> None:
+  assert _ALWAYS <= {(row.id, column) for row, column in CELLS}
+  assert {row.id for row, _ in CELLS} == {row.id for row in PATHS}
+  assert {column for _, column in CELLS} == set(TRANSFORMS)
+  assert len({row.id for row in PATHS}) == len(PATHS)
+
+
+@pytest.mark.parametrize("row", PATHS, ids=[row.id for row in PATHS])
+def test_path_is_taken(row: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+  """The row's inputs select its path: the trace reaches (or avoids) the named functions, the program holds its text."""
+  reached: set[str] = set()
+  for module, name in row.reaches + row.avoids:
+    original = getattr(module, name)
+
+    def spy(*args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
+      reached.add(_name)
+      return _original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+  platform.force(row.branch)
+  with row.setup():
+    jax.clear_caches()  # trace afresh, through the spies
+    args = row.make(_seed(row.id))
+    text = jax.jit(row.call).lower(*args).as_text()
+  assert {name for _, name in row.reaches} <= reached, reached
+  assert not {name for _, name in row.avoids} & reached, reached
+  for fragment in row.hlo:
+    assert fragment in text, fragment
+
+
+@pytest.mark.parametrize("row", [row for row in PATHS if row.branch == "cpu"], ids=lambda row: row.id)
+def test_forcing_a_branch_changes_the_program(row: Path) -> None:
+  """``platform.force`` really swaps the implementation: the two branches lower to different programs."""
+  args = row.make(_seed(row.id))
+  texts = {}
+  for branch in ("cpu", "default"):
+    platform.force(branch)
+    texts[branch] = jax.jit(row.call).lower(*args).as_text()
+  assert texts["cpu"] != texts["default"]
+
+
+# (row, explicit axes, functions the partitioned program must reach, text it must not hold), sharded along the
+# operated axis: the per-shard selection and merge (a custom_partitioning rule on automatic axes, a shard_map on
+# explicit ones), argmin/argmax's two reductions on explicitly sharded axes, MULTIPLY's plain product there.
+_SHARDED_PATHS = [
+  ("top_k/cpu_plain_float", False, ((selection, "_per_shard_top_k"),), ()),
+  ("top_k/cpu_plain_float", True, ((selection, "_per_shard_top_k"),), ()),
+  ("top_k/default_int_keys", True, ((selection, "_per_shard_top_k"),), ()),
+  ("argmax/cpu_top1", False, ((selection, "_per_shard_top_k"),), ()),
+  ("argmax/cpu_top1", True, ((arg_reduce, "_by_reductions"),), ()),
+  ("multiply/cpu_halving", True, (), ("stablehlo.slice",)),
+]
+
+
+@pytest.mark.parametrize(
+  ("row_id", "explicit", "reaches", "lacks"),
+  _SHARDED_PATHS,
+  ids=[f"{r}-{'explicit' if e else 'auto'}" for r, e, _, _ in _SHARDED_PATHS],
+)
+def test_sharded_path_is_taken(
+  row_id: str, explicit: bool, reaches: Any, lacks: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+  (row,) = [row for row in PATHS if row.id == row_id]
+  reached: set[str] = set()
+  for module, name in reaches:
+    original = getattr(module, name)
+
+    def spy(*args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
+      reached.add(_name)
+      return _original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+  platform.force(row.branch)
+  jax.clear_caches()
+  args = row.make(_seed(row.id))
+  assert row.op_axis is not None
+  fn, placed, _ = _placed(row, args, explicit, row.op_axis)
+  lowered = fn.lower(*placed)
+  lowered.compile()  # custom_partitioning's rule runs when XLA partitions the program
+  assert {name for _, name in reaches} <= reached, reached
+  for fragment in lacks:
+    assert fragment not in lowered.as_text(), fragment
