@@ -109,7 +109,7 @@ def _normalize_axis(axis: int, ndim: int, op: str) -> int:
 def _normalize_axes(axes, ndim: int, op: str) -> tuple:
   norm = [_normalize_axis(a, ndim, op) for a in axes]
   if len(set(norm)) != len(norm):
-    raise ValueError(f"{op}: axes must be distinct, got {tuple(axes)}")
+    raise ValueError(f"{op}: axes must hold distinct axes, got {tuple(axes)}")
   return tuple(sorted(norm))
 
 

@@ -164,3 +164,10 @@ def test_one_hot_axis_out_of_range_and_one_value_are_both_named() -> None:
   desc = dml.OneHotDesc(dml.TensorDesc(U32, (2, 1)), dml.TensorDesc(F32, (1, 1)), dml.TensorDesc(F32, (2, 3)), axis=5)
   message = str(_error(lambda: dml.execute(desc, np.zeros((2, 1), np.uint32), np.zeros((1, 1), np.float32))))
   assert "got axis=5" in message and "got values_tensor.sizes=(1, 1)" in message
+
+
+def test_one_hot_reports_a_non_scalar_on_value_and_its_64_bit_dtype_together() -> None:
+  error = _error(lambda: dml.one_hot(jnp.array([1], jnp.int32), 3, on_value=np.zeros(2)))
+  message = str(error)
+  assert "on_value must be a scalar; got on_value.shape=(2,)" in message
+  assert "got on_value=float64 with jax_enable_x64 off" in message

@@ -106,12 +106,14 @@ def static_int(p: Problems, field: str, value: Any, statement: str, in_range: Ca
   return number
 
 
-def canonical_axis(p: Problems, field: str, axis: Any, rank: int, *, allow_negative: bool) -> int | None:
-  """A single axis in ``[0, rank)``, or ``[-rank, rank)`` where negative axes are allowed."""
+def canonical_axis(p: Problems, field: str, axis: Any, rank: int, *, allow_negative: bool, of: str = "") -> int | None:
+  """A single axis in ``[0, rank)``, or ``[-rank, rank)`` where negative axes are allowed.
+
+  ``of`` names what the rank belongs to where it is not the input's (``"the output's "``).
+  """
   lo = -rank if allow_negative else 0
-  value = static_int(
-    p, field, axis, f"{field} must be an integer in [{lo}, {rank - 1}] for rank {rank}", lambda v: lo <= v < rank
-  )
+  statement = f"{field} must be an integer in [{lo}, {rank - 1}] for {of}rank {rank}"
+  value = static_int(p, field, axis, statement, lambda v: lo <= v < rank)
   return None if value is None else value % rank
 
 
@@ -135,13 +137,13 @@ def canonical_axes(
   lo = -rank if allow_negative else 0
   ok = p.require(
     all(v is not None and lo <= v < rank for v in values),
-    f"{field} must all be integers in [{lo}, {rank - 1}] for rank {rank}",
+    f"{field} must hold integers in [{lo}, {rank - 1}] for rank {rank}",
     f"{field}={tuple(axes)}",
   )
   if not ok:
     return None
   normalized = [v % rank for v in values if v is not None]
-  ok = p.require(len(set(normalized)) == len(normalized), f"{field} must be distinct", f"{field}={tuple(axes)}")
+  ok = p.require(len(set(normalized)) == len(normalized), f"{field} must hold distinct axes", f"{field}={tuple(axes)}")
   ok &= p.require(allow_empty or len(normalized) > 0, f"{field} must name at least one axis", f"{field}={tuple(axes)}")
   return tuple(sorted(normalized)) if ok else None
 

@@ -112,7 +112,8 @@ def canonical_index_dtype(p: Problems, field: str, index_dtype: Any) -> np.dtype
   except TypeError:
     dtype = None
   names = ", ".join(d.name for d in INDEX_DTYPES)
-  if not p.require(dtype in INDEX_DTYPES, f"{field} must be one of {names}", f"{field}={index_dtype!r}"):
+  shown = dtype.name if dtype is not None else repr(index_dtype)
+  if not p.require(dtype in INDEX_DTYPES, f"{field} must be one of {names}", f"{field}={shown}"):
     return None
   assert dtype is not None
   return dtype if require_x64_for(p, field, dtype) else None

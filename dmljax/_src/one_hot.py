@@ -131,7 +131,11 @@ def _on_off_values(p: Problems, on_value: Any, off_value: Any, dtype: Any) -> ja
       return None
   arrays = {}
   for field, value in given.items():
+    shape = getattr(value, "shape", None)  # checked before the dtype, which may refuse the array
+    scalar = shape is None or p.require(len(shape) == 0, f"{field} must be a scalar", f"{field}.shape={shape}")
     array = dtypes.as_array(p, field, value)
+    if not scalar:
+      continue
     if array is not None and p.require(array.ndim == 0, f"{field} must be a scalar", f"{field}.shape={array.shape}"):
       arrays[field] = array
   if len(arrays) < 2:
@@ -209,7 +213,9 @@ def one_hot(
       "indices must have no size-0 dimension (DirectML has none)",
       f"indices.shape={index_array.shape}",
     )
-    canonical_axis = axes_lib.canonical_axis(p, "axis", axis, rank + 1, allow_negative=True) if ok else None
+    canonical_axis = (
+      axes_lib.canonical_axis(p, "axis", axis, rank + 1, allow_negative=True, of="the output's ") if ok else None
+    )
     canonical_axis = canonical_axis if integer_indices else None
   p.raise_if_any()
   assert index_array is not None and values is not None and canonical_axis is not None and length is not None
