@@ -33,7 +33,7 @@ from jax.sharding import PartitionSpec as P
 from reference import ref_arg_reduce, ref_gather_nd, ref_one_hot, ref_reduce, ref_top_k
 
 import dmljax as dml
-from dmljax._src import arg_reduce, gather_nd, index_math, key_top_k, platform, rank_keys, selection
+from dmljax._src import arg_reduce, gather_nd, index_math, key_top_k, platform, radix_select, rank_keys, selection
 from dmljax._src import reduce as reduce_lib
 
 I32 = jnp.int32
@@ -179,6 +179,18 @@ def _narrow_lax_top_k() -> Iterator[None]:
     jax.clear_caches()
 
 
+def _gpu_selection(selection: str) -> Callable[[], contextlib.AbstractContextManager[None]]:
+  @contextlib.contextmanager
+  def chosen() -> Iterator[None]:
+    previous = key_top_k.set_gpu_selection(selection)
+    try:
+      yield
+    finally:
+      key_top_k.set_gpu_selection(previous)
+
+  return chosen
+
+
 _L2_SCALE = np.float32(2.0**-46)  # ||x * scale|| < 2**-39: the gradient's rescaled branch
 
 
@@ -261,6 +273,17 @@ PATHS: list[Path] = [
     setup=_narrow_lax_top_k,
     avoids=((key_top_k, "cpu_top_k_by_key"),),
     hlo=("stablehlo.sort",),
+  ),
+  # The exact radix selection that GPUs may take instead of lax.top_k (key_top_k.GPU_SELECTION; off by default).
+  _top_k_row(
+    "top_k/default_radix",
+    (6, 40),
+    5,
+    1,
+    "default",
+    setup=_gpu_selection("radix"),
+    reaches=((radix_select, "radix_top_k"),),
+    avoids=((key_top_k, "cpu_top_k_by_key"),),
   ),
   _top_k_row("top_k/increasing_axis0", (24, 8), 4, 0, "cpu", direction="increasing", other_axis=1),
   # argmin/argmax: top-1 selection over trailing axes on CPU (last=True for DECREASING), two reductions
