@@ -310,13 +310,12 @@ PATHS: list[Path] = [
   _reduce_row("sum/all_axes", "sum", (8, 40), (0, 1), None),
   _reduce_row("average/two_axes", "average", (8, 6, 8), (0, 2), None, other_axis=1),
   _reduce_row(
-    "multiply/cpu_halving",
+    "multiply/cpu_product_tree_tangent",
     "multiply",
     (4, 64),
     (1,),
-    "cpu",
+    None,
     make=lambda rng, shape: _near_one(rng, shape, 0.01),
-    hlo=("stablehlo.slice",),
   ),
   _reduce_row(
     "multiply/default_plain", "multiply", (4, 64), (1,), "default", make=lambda rng, shape: _near_one(rng, shape, 0.01)
@@ -596,7 +595,7 @@ _SHARDED_PATHS = [
   ("top_k/default_int_keys", True, ((selection, "_per_shard_top_k"),), ()),
   ("argmax/cpu_top1", False, ((selection, "_per_shard_top_k"),), ()),
   ("argmax/cpu_top1", True, ((arg_reduce, "_by_reductions"),), ()),
-  ("multiply/cpu_halving", True, (), ("stablehlo.slice",)),
+  ("multiply/cpu_product_tree_tangent", True, (), ("stablehlo.slice",)),
 ]
 
 
@@ -628,3 +627,15 @@ def test_sharded_path_is_taken(
   assert {name for _, name in reaches} <= reached, reached
   for fragment in lacks:
     assert fragment not in lowered.as_text(), fragment
+
+
+@pytest.mark.parametrize("branch", ["cpu", "default"])
+def test_multiply_value_is_xla_s_product_and_its_tangent_the_product_tree(branch: platform.Branch) -> None:
+  """MULTIPLY's value is one reduction on every platform; on CPU its tangent halves the rows (a product tree)."""
+  x = _near_one(_seed("multiply", branch), (4, 64), 0.01)
+  with platform.forced(branch):
+    value = jax.jit(lambda x: dml.reduce(x, "multiply", 1)).lower(x).as_text()
+    tangent = jax.jit(lambda x: jax.jvp(lambda x: dml.reduce(x, "multiply", 1), (x,), (x,))[1]).lower(x).as_text()
+  assert "stablehlo.slice" not in value and "stablehlo.reduce" in value
+  halves = "tensor<4x32xf32>"  # the first level of the tree: 64 columns multiplied pairwise into 32
+  assert (halves in tangent) == (branch == "cpu")
