@@ -29,20 +29,30 @@ def through_descriptor(example: dict) -> list[np.ndarray]:
   ins = {name: tensor(spec) for name, spec in example["inputs"].items()}
   outs = {name: tensor(spec)[0] for name, spec in example["outputs"].items()}
   if op == "TOP_K1":
-    desc = dml.TopK1Desc(ins["input_tensor"][0], outs["output_value_tensor"], outs["output_index_tensor"],
-                         axis=params["axis"], k=params["k"],
-                         axis_direction=dml.AxisDirection[params["axis_direction"]])
+    desc = dml.TopK1Desc(
+      ins["input_tensor"][0],
+      outs["output_value_tensor"],
+      outs["output_index_tensor"],
+      axis=params["axis"],
+      k=params["k"],
+      axis_direction=dml.AxisDirection[params["axis_direction"]],
+    )
     return [np.asarray(a) for a in dml.execute(desc, ins["input_tensor"][1])]
   if op == "ARGMIN":
-    desc = dml.ArgMinDesc(ins["input_tensor"][0], outs["output_tensor"], axes=tuple(params["axes"]),
-                          axis_direction=dml.AxisDirection[params["axis_direction"]])
+    desc = dml.ArgMinDesc(
+      ins["input_tensor"][0],
+      outs["output_tensor"],
+      axes=tuple(params["axes"]),
+      axis_direction=dml.AxisDirection[params["axis_direction"]],
+    )
     return [np.asarray(dml.execute(desc, ins["input_tensor"][1]))]
   if op == "GATHER_ND1":
     desc = dml.GatherND1Desc(ins["input_tensor"][0], ins["indices_tensor"][0], outs["output_tensor"], **params)
     return [np.asarray(dml.execute(desc, ins["input_tensor"][1], ins["indices_tensor"][1]))]
   if op == "REDUCE":
-    desc = dml.ReduceDesc(dml.ReduceFunction[params["function"]], ins["input_tensor"][0], outs["output_tensor"],
-                          axes=tuple(params["axes"]))
+    desc = dml.ReduceDesc(
+      dml.ReduceFunction[params["function"]], ins["input_tensor"][0], outs["output_tensor"], axes=tuple(params["axes"])
+    )
     return [np.asarray(dml.execute(desc, ins["input_tensor"][1]))]
   desc = dml.OneHotDesc(ins["indices_tensor"][0], ins["values_tensor"][0], outs["output_tensor"], axis=params["axis"])
   return [np.asarray(dml.execute(desc, ins["indices_tensor"][1], ins["values_tensor"][1]))]
@@ -53,21 +63,31 @@ def through_functions(example: dict) -> list[np.ndarray]:
   ins = {name: tensor(spec)[1] for name, spec in example["inputs"].items()}
   out_sizes = [tuple(spec[1]) for spec in example["outputs"].values()]
   if op == "TOP_K1":
-    values, indices = dml.top_k(ins["input_tensor"], params["k"], axis=params["axis"],
-                                direction=params["axis_direction"].lower(), index_dtype=np.uint32)
+    values, indices = dml.top_k(
+      ins["input_tensor"],
+      params["k"],
+      axis=params["axis"],
+      direction=params["axis_direction"].lower(),
+      index_dtype=np.uint32,
+    )
     return [np.asarray(values), np.asarray(indices)]
   if op == "ARGMIN":
     # The functional path returns int32 indices without the reduced axes (as jnp.argmin); the descriptor path
     # keeps DirectML's layout and index type.
-    found = dml.argmin(ins["input_tensor"], params["axes"], direction=params["axis_direction"].lower(), keepdims=True,
-                       index_dtype=np.uint32)
+    found = dml.argmin(
+      ins["input_tensor"],
+      params["axes"],
+      direction=params["axis_direction"].lower(),
+      keepdims=True,
+      index_dtype=np.uint32,
+    )
     return [np.asarray(found)]
   if op == "GATHER_ND1":
     # The functional path takes the meaningful dimensions only (TF/ONNX layout).
     x = ins["input_tensor"]
     indices = ins["indices_tensor"]
-    x = x.reshape(x.shape[x.ndim - params["input_dimension_count"]:])
-    indices = indices.reshape(indices.shape[indices.ndim - params["indices_dimension_count"]:])
+    x = x.reshape(x.shape[x.ndim - params["input_dimension_count"] :])
+    indices = indices.reshape(indices.shape[indices.ndim - params["indices_dimension_count"] :])
     out = dml.gather_nd(x, indices, batch_dims=params["batch_dimension_count"])
     return [np.asarray(out).reshape(out_sizes[0])]
   if op == "REDUCE":
@@ -86,13 +106,16 @@ def main() -> int:
     expected = [tensor(spec)[1] for spec in example["outputs"].values()]
     print(f"== {example['id']} ({example['op']}, {example['params']})")
     for path, got in (("execute   ", through_descriptor(example)), ("functional", through_functions(example))):
-      same = all(g.dtype == e.dtype and g.shape == e.shape and np.array_equal(g, e)
-                 for g, e in zip(got, expected, strict=True))
+      same = all(
+        g.dtype == e.dtype and g.shape == e.shape and np.array_equal(g, e) for g, e in zip(got, expected, strict=True)
+      )
       mismatches += not same
       shown = "  |  ".join(f"{g.dtype}{list(g.shape)} {g.tolist()}" for g in got)
       print(f"   {path}: {shown}   [{'matches the page' if same else 'DIFFERS FROM THE PAGE'}]")
-  print(f"{len(SEED_EXAMPLES)} worked examples, {2 * len(SEED_EXAMPLES) - mismatches} of "
-        f"{2 * len(SEED_EXAMPLES)} runs match DirectML's pages exactly")
+  print(
+    f"{len(SEED_EXAMPLES)} worked examples, {2 * len(SEED_EXAMPLES) - mismatches} of "
+    f"{2 * len(SEED_EXAMPLES)} runs match DirectML's pages exactly"
+  )
   return 1 if mismatches else 0
 
 
