@@ -552,11 +552,10 @@ def test_matrix_covers_every_row_and_column() -> None:
   assert len({row.id for row in PATHS}) == len(PATHS)
 
 
-@pytest.mark.parametrize("row", PATHS, ids=[row.id for row in PATHS])
-def test_path_is_taken(row: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-  """The row's inputs select its path: the trace reaches (or avoids) the named functions, the program holds its text."""
+def _spy_on(functions: tuple[tuple[Any, str], ...], monkeypatch: pytest.MonkeyPatch) -> set[str]:
+  """Replaces each ``module.name`` by a spy; the returned set fills with the names the trace reaches."""
   reached: set[str] = set()
-  for module, name in row.reaches + row.avoids:
+  for module, name in functions:
     original = getattr(module, name)
 
     def spy(*args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
@@ -564,6 +563,13 @@ def test_path_is_taken(row: Path, monkeypatch: pytest.MonkeyPatch) -> None:
       return _original(*args, **kwargs)
 
     monkeypatch.setattr(module, name, spy)
+  return reached
+
+
+@pytest.mark.parametrize("row", PATHS, ids=[row.id for row in PATHS])
+def test_path_is_taken(row: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+  """The row's inputs select its path: the trace reaches (or avoids) the named functions, the program holds its text."""
+  reached = _spy_on(row.reaches + row.avoids, monkeypatch)
   platform.force(row.branch)
   with row.setup():
     jax.clear_caches()  # trace afresh, through the spies
@@ -608,15 +614,7 @@ def test_sharded_path_is_taken(
   row_id: str, explicit: bool, reaches: Any, lacks: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
   (row,) = [row for row in PATHS if row.id == row_id]
-  reached: set[str] = set()
-  for module, name in reaches:
-    original = getattr(module, name)
-
-    def spy(*args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
-      reached.add(_name)
-      return _original(*args, **kwargs)
-
-    monkeypatch.setattr(module, name, spy)
+  reached = _spy_on(reaches, monkeypatch)
   platform.force(row.branch)
   jax.clear_caches()
   args = row.make(_seed(row.id))
