@@ -1,4 +1,4 @@
-"""The small-array float path of top_k on CPU (key_top_k.top_k_of_floats).
+"""The small-array float path of top_k on CPU (key_top_k.top_k_of_values).
 
 Where the rank key would not be staged (below MIN_STAGED_SIZE elements, or rows neither chunked nor
 extracted), and below MAX_PLAIN_FLOAT_SIZE on rows of at least MIN_PLAIN_FLOAT_ROW, floats are selected
@@ -48,7 +48,7 @@ def test_small_path_agrees_with_the_rank_key_path() -> None:
   for descending in (True, False):
     key = rank_keys.ascending_key(x) if descending else rank_keys.descending_key(x)
     np.testing.assert_array_equal(
-      np.asarray(key_top_k.top_k_of_floats(x, 9, descending)), np.asarray(key_top_k.top_k_by_key(key, 9))
+      np.asarray(key_top_k.top_k_of_values(x, 9, descending)), np.asarray(key_top_k.top_k_by_key(key, 9))
     )
 
 

@@ -29,7 +29,7 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, enums, fields, platform, rank_keys, selection, shardings, tensor_desc
+from dmljax._src import descriptor_path, dtypes, fields, platform, rank_keys, selection, shardings, tensor_desc
 from dmljax._src.axes import AxisDirection
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -355,12 +355,7 @@ def _output(name: str, input_tensor: Any, axes: Any, output_data_type: Any) -> T
     canonical = _check_arg_reduce(p, _DESCRIPTOR, input_tensor.sizes, axes, None, allow_negative=False)
     if canonical is not None:
       sizes = axes_lib.reduced_shape(input_tensor.sizes, canonical)
-  data_type = enums.parse_enum(p, "output_data_type", output_data_type, DataType)
-  if data_type is not None:
-    names = ", ".join(t.name for t in INDEX_DATA_TYPES)
-    p.require(
-      data_type in INDEX_DATA_TYPES, f"output_data_type must be one of {names}", f"output_data_type={data_type.name}"
-    )
+  data_type = tensor_desc.data_type_option(p, "output_data_type", output_data_type, INDEX_DATA_TYPES)
   p.raise_if_any()
   assert sizes is not None and data_type is not None
   return TensorDesc(data_type, sizes)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -117,14 +117,10 @@ class GatherNDDesc:
       >>> desc.output_tensor
       TensorDesc(data_type=<DataType.FLOAT32: 1>, sizes=(2, 2))
     """
-    output = _output("GATHER_ND", input_tensor, indices_tensor, input_dimension_count, indices_dimension_count, 0)
-    return cls(
-      input_tensor,
-      indices_tensor,
-      output,
-      input_dimension_count=input_tensor.rank if input_dimension_count is None else input_dimension_count,
-      indices_dimension_count=indices_tensor.rank if indices_dimension_count is None else indices_dimension_count,
+    output, counts = _output(
+      "GATHER_ND", input_tensor, indices_tensor, input_dimension_count, indices_dimension_count, 0
     )
+    return cls(input_tensor, indices_tensor, output, *counts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,17 +197,10 @@ class GatherND1Desc:
       >>> desc.output_tensor
       TensorDesc(data_type=<DataType.FLOAT32: 1>, sizes=(1, 2))
     """
-    output = _output(
+    output, counts = _output(
       "GATHER_ND1", input_tensor, indices_tensor, input_dimension_count, indices_dimension_count, batch_dimension_count
     )
-    return cls(
-      input_tensor,
-      indices_tensor,
-      output,
-      input_dimension_count=input_tensor.rank if input_dimension_count is None else input_dimension_count,
-      indices_dimension_count=indices_tensor.rank if indices_dimension_count is None else indices_dimension_count,
-      batch_dimension_count=batch_dimension_count,
-    )
+    return cls(input_tensor, indices_tensor, output, *counts, batch_dimension_count=batch_dimension_count)
 
 
 _DESCRIPTOR = fields.descriptor(x="input_tensor", indices="indices_tensor", batch_dims="batch_dimension_count")
@@ -271,10 +260,13 @@ def _explicit_output_spec(x: jax.Array, indices: jax.Array, batch_dims: int) -> 
   return mesh, PartitionSpec(*out)
 
 
-def _positions(x_shape: tuple[int, ...], indices: jax.Array, batch_dims: int) -> list[jax.Array]:
+def _positions(
+  x_shape: tuple[int, ...], indices: jax.Array, batch_dims: int, wrap: Callable[[jax.Array, int], jax.Array]
+) -> list[jax.Array]:
+  """Each coordinate of the index tuples through ``wrap(coordinate, size of the dimension it indexes)``."""
   q = indices.shape[-1]
   indexed_sizes = x_shape[batch_dims : batch_dims + q]
-  return [index_math.wrap_and_clamp(indices[..., j], size) for j, size in enumerate(indexed_sizes)]
+  return [wrap(indices[..., j], size) for j, size in enumerate(indexed_sizes)]
 
 
 def _fill_forward(starts: jax.Array, rows: jax.Array) -> jax.Array:
@@ -319,7 +311,7 @@ def _gather_nd_deterministic(x: jax.Array, indices: jax.Array, batch_dims: int) 
   keys = jnp.zeros(lead, key_dtype)
   stride = 1
   coordinates = [lax.broadcasted_iota(key_dtype, lead, d) for d in range(batch_dims)]
-  coordinates += [pos.astype(key_dtype) for pos in _positions(x.shape, indices, batch_dims)]
+  coordinates += [pos.astype(key_dtype) for pos in _positions(x.shape, indices, batch_dims, index_math.wrap_and_clamp)]
   for coordinate, size in reversed(list(zip(coordinates, x.shape[: batch_dims + q], strict=True))):
     keys = keys + coordinate * np.array(stride, key_dtype)
     stride *= size
@@ -344,8 +336,7 @@ def _gather_kernel(x: jax.Array, indices: jax.Array, *, batch_dims: int, determi
   q = indices.shape[-1]
   # The gather clamps start indices itself (CLIP mode, as XLA's gather does): only negative indices are
   # wrapped here, the work of native indexing, so a small gather stays as cheap as ``x[i]``.
-  sizes = x.shape[batch_dims : batch_dims + q]
-  positions = [index_math.wrap_for_clipping_gather(indices[..., j], size) for j, size in enumerate(sizes)]
+  positions = _positions(x.shape, indices, batch_dims, index_math.wrap_for_clipping_gather)
   common = np.result_type(*(pos.dtype for pos in positions))
   start = jnp.stack([pos.astype(common) for pos in positions], axis=-1)
   batch = tuple(range(batch_dims))
@@ -478,8 +469,11 @@ def _output_sizes(
 
 def _output(
   name: str, input_tensor: Any, indices_tensor: Any, input_count: Any, indices_count: Any, batch_dims: Any
-) -> TensorDesc:
-  """The output descriptor ``from_inputs`` fills in (raising for bad inputs or attributes)."""
+) -> tuple[TensorDesc, tuple[int, int]]:
+  """The output descriptor ``from_inputs`` fills in and the dimension counts, ``None`` ones as the ranks.
+
+  Raises for bad inputs or attributes.
+  """
   p = Problems(name)
   ok = tensor_desc.well_formed(p, "input_tensor", input_tensor)
   ok &= tensor_desc.well_formed(p, "indices_tensor", indices_tensor)
@@ -490,7 +484,7 @@ def _output(
     found = _output_sizes(p, input_tensor, indices_tensor, input_count, indices_count, batch_dims)
   p.raise_if_any()
   assert found is not None
-  return TensorDesc(input_tensor.data_type, found[2])
+  return TensorDesc(input_tensor.data_type, found[2]), (input_count, indices_count)
 
 
 def execute_gather_nd(desc: GatherNDDesc | GatherND1Desc, inputs: Sequence[Any], feature_level: Any) -> jax.Array:

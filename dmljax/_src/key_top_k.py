@@ -155,7 +155,7 @@ MAX_PLAIN_FLOAT_SIZE = 1 << 16
 
 
 def plain_float_path(shape: tuple[int, ...], k: int) -> bool:
-  """Whether :func:`top_k_of_floats` selects on the canonical float (on CPU) for an array of ``shape``.
+  """Whether :func:`top_k_of_values` selects floats on the canonical float (on CPU) for an array of ``shape``.
 
   Where the rank key would not be staged either, and for few long rows below ``MAX_PLAIN_FLOAT_SIZE``.
   """
@@ -163,13 +163,14 @@ def plain_float_path(shape: tuple[int, ...], k: int) -> bool:
   return _staged(shape, k) is None or (size < MAX_PLAIN_FLOAT_SIZE and shape[-1] >= MIN_PLAIN_FLOAT_ROW)
 
 
-def top_k_of_floats(x: jax.Array, k: int, descending: bool) -> jax.Array:
-  """Indices of the ``k`` first floats along the last axis (NaN above +inf, -0.0 == +0.0), ties by ascending index.
+def top_k_of_values(x: jax.Array, k: int, descending: bool) -> jax.Array:
+  """Indices of the ``k`` first values along the last axis in dmljax's order, ties by ascending index.
 
-  The same indices as :func:`top_k_by_key` on the rank key. On CPU, where no staged selection runs
-  or it would not pay (:func:`plain_float_path`), the selection skips the integer key: its float view
-  (:func:`key_as_total_order_float`) is exactly the canonical float (-0.0 as +0.0, every NaN as the
-  positive NaN), negated for the smallest first, since the key's two sign-magnitude flips cancel.
+  :func:`top_k_by_key` on the rank key (largest first, or smallest with ``descending`` false). For
+  floats on CPU, where no staged selection runs or it would not pay (:func:`plain_float_path`), the
+  selection skips the integer key: its float view (:func:`key_as_total_order_float`) is exactly the
+  canonical float (-0.0 as +0.0, every NaN as the positive NaN), negated for the smallest first, since
+  the key's two sign-magnitude flips cancel.
   That is about four operations per element instead of about twelve, which keeps XLA:CPU from
   splitting the pass over threads at small sizes, and one ``lax.top_k`` instead of a staged selection.
   """
@@ -178,7 +179,7 @@ def top_k_of_floats(x: jax.Array, k: int, descending: bool) -> jax.Array:
     key = rank_keys.ascending_key(x) if descending else rank_keys.descending_key(x)
     return top_k_by_key(key, k)
 
-  if not plain_float_path(x.shape, k) or x.shape[-1] - 1 > LAX_TOP_K_LARGEST_INDEX:
+  if not dtypes.is_float(np.dtype(x.dtype)) or not plain_float_path(x.shape, k) or index_dtype(x.shape[-1]) != np.int32:
     return by_key(x)
 
   def cpu(x: jax.Array) -> jax.Array:

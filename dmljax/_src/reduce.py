@@ -529,10 +529,7 @@ def _output(function: Any, input_tensor: Any, axes: Any, output_data_type: Any) 
       if output_data_type is None:
         data_type = allowed[0]
       else:
-        data_type = enums.parse_enum(p, "output_data_type", output_data_type, DataType)
-        if data_type is not None:
-          expected = " or ".join(t.name for t in allowed)
-          p.require(data_type in allowed, f"output_data_type must be {expected}", f"output_data_type={data_type.name}")
+        data_type = tensor_desc.data_type_option(p, "output_data_type", output_data_type, allowed)
   p.raise_if_any()
   assert canonical is not None and sizes is not None and data_type is not None
   return canonical, TensorDesc(data_type, sizes)

@@ -40,7 +40,7 @@ from jax import lax
 from jax.experimental.custom_partitioning import custom_partitioning
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dmljax._src import dtypes, key_top_k, rank_keys, shardings
+from dmljax._src import key_top_k, shardings
 
 
 def local_top_k(sequences: jax.Array, k: int, descending: bool, last: bool = False) -> tuple[jax.Array, jax.Array]:
@@ -55,11 +55,7 @@ def local_top_k(sequences: jax.Array, k: int, descending: bool, last: bool = Fal
     size = sequences.shape[-1]
     values, indices = local_top_k(lax.rev(sequences, (sequences.ndim - 1,)), 1, descending)
     return values, jnp.int32(size - 1) - indices
-  if dtypes.is_float(np.dtype(sequences.dtype)):
-    indices = key_top_k.top_k_of_floats(sequences, k, descending)
-  else:
-    key = rank_keys.ascending_key(sequences) if descending else rank_keys.descending_key(sequences)
-    indices = key_top_k.top_k_by_key(key, k)
+  indices = key_top_k.top_k_of_values(sequences, k, descending)
   values = jnp.take_along_axis(sequences, indices, axis=-1, mode="promise_in_bounds")
   return values, indices
 

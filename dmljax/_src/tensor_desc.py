@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import dtypes
+from dmljax._src import dtypes, enums
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
 from dmljax._src.feature_levels import TensorSupport
@@ -165,6 +165,19 @@ def output_type_matches(p: Problems, field: str, desc: TensorDesc, data_types: S
     f"{field}.data_type must be {expected}",
     f"{field}.data_type={DataType(desc.data_type).name}",
   )
+
+
+def data_type_option(p: Problems, field: str, value: Any, data_types: Sequence[DataType]) -> DataType | None:
+  """A ``from_inputs`` option naming an output's data type (a :class:`DataType`, its value or its name).
+
+  It must be one the operator produces; returns it, or ``None`` with the problem recorded in ``p``.
+  """
+  data_type = enums.parse_enum(p, field, value, DataType)
+  if data_type is None:
+    return None
+  expected = " or ".join(t.name for t in data_types)
+  ok = p.require(data_type in data_types, f"{field} must be {expected}", f"{field}={data_type.name}")
+  return data_type if ok else None
 
 
 def array_matches(p: Problems, field: str, x: Any, desc: TensorDesc) -> bool:

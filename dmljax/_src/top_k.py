@@ -32,7 +32,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, enums, fields, selection, tensor_desc
+from dmljax._src import descriptor_path, dtypes, fields, selection, tensor_desc
 from dmljax._src.axes import AxisDirection
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -290,11 +290,7 @@ def _outputs(name: str, input_tensor: Any, axis: Any, k: Any, index_data_type: A
     axis = _check_top_k(p, _DESCRIPTOR, input_tensor.sizes, axis, k, None, allow_negative_axis=False)
     if axis is not None:
       sizes = _output_sizes(input_tensor.sizes, axis, k)
-  index_type = enums.parse_enum(p, "index_data_type", index_data_type, DataType)
-  if index_type is not None:
-    p.require(
-      index_type in _INDEX_DATA_TYPES, "index_data_type must be UINT32 or UINT64", f"index_data_type={index_type.name}"
-    )
+  index_type = tensor_desc.data_type_option(p, "index_data_type", index_data_type, _INDEX_DATA_TYPES)
   p.raise_if_any()
   assert sizes is not None and index_type is not None
   return TensorDesc(input_tensor.data_type, sizes), TensorDesc(index_type, sizes)

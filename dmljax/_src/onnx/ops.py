@@ -11,7 +11,6 @@ on, and int32 otherwise (see :func:`index_dtype`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -59,10 +58,13 @@ def static_int(value: Any, what: str, operator: str) -> int:
   """A Python int from a Python number or a concrete one-element array (ONNX's ``K``, ``depth``)."""
   p = Problems(operator)
   if isinstance(value, jax.core.Tracer):
-    p.add(f"{what} must be known when the function is traced (it sets a shape)", f"a traced {what}")
+    p.add(
+      f"{what} must be known when the function is traced (it sets a shape)",
+      f"{what}=traced {jax.typeof(value).str_short()}",
+    )
     p.raise_if_any()
   array = np.asarray(value)
-  p.require(array.size == 1, f"{what} must hold exactly one value", f"{what} of shape {array.shape}")
+  p.require(array.size == 1, f"{what} must hold exactly one value", f"{what}.shape={array.shape}")
   p.raise_if_any()
   return int(array.reshape(-1)[0])
 
@@ -73,7 +75,10 @@ def static_axes(axes: Any, operator: str) -> tuple[int, ...] | None:
     return None
   p = Problems(operator)
   if isinstance(axes, jax.core.Tracer):
-    p.add("axes must be known when the function is traced (they set the output shape)", "traced axes")
+    p.add(
+      "axes must be known when the function is traced (they set the output shape)",
+      f"axes=traced {jax.typeof(axes).str_short()}",
+    )
     p.raise_if_any()
   array = np.asarray(axes)
   p.require(
@@ -263,24 +268,3 @@ def _one_hot_at(indices: jax.Array, depth: int, values: ArrayLike, axis: int) ->
   """dmljax's one_hot with the new axis at ``axis`` (in ``[0, indices.ndim]``), ``values`` = [off, on]."""
   flat = jnp.asarray(values).reshape(-1)
   return _dml_one_hot(indices, depth, axis=axis, on_value=flat[1], off_value=flat[0], dtype=flat.dtype)
-
-
-__all__: Sequence[str] = (
-  "argmax",
-  "argmin",
-  "gather_nd",
-  "index_dtype",
-  "one_hot",
-  "reduce",
-  "reduce_l1",
-  "reduce_l2",
-  "reduce_log_sum",
-  "reduce_log_sum_exp",
-  "reduce_max",
-  "reduce_mean",
-  "reduce_min",
-  "reduce_prod",
-  "reduce_sum",
-  "reduce_sum_square",
-  "top_k",
-)
