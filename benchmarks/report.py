@@ -133,6 +133,26 @@ def _header(report: dict[str, Any]) -> list[str]:
   ]
 
 
+def _contender_cells(w: dict[str, Any], phase: str, families_list: tuple[tuple[str, ...], ...]) -> list[str]:
+  """Per family of contenders: the fastest one's time (native JAX: with its form) and dmljax's ratio to it."""
+  f = w[phase]
+  mine = f.get("dmljax")
+  cells: list[str] = []
+  for families in families_list:
+    name, median = best(f, *families)
+    if name is None:
+      cells += ["error" if _failed(w, *families) else "–", "–"]
+      continue
+    ratio = f"{mine['median_s'] / median:.2f}" if mine else "–"
+    if families == NATIVE:
+      paired = w["ratios"].get(phase, {}).get("jax", {}).get("paired_ratio")
+      ratio += f" ({paired:.2f})" if paired is not None else ""
+      cells += [f"{_timed(f[name])} ({_native_label(w, name, phase)})", ratio]
+    else:
+      cells += [_timed(f[name]), ratio]
+  return cells
+
+
 def _forward_table(report: dict[str, Any]) -> list[str]:
   lines = [
     "",
@@ -146,18 +166,7 @@ def _forward_table(report: dict[str, Any]) -> list[str]:
     f = w["forward"]
     mine = f.get("dmljax")
     row = [w["name"], "error" if mine is None and _failed(w, "dmljax") else _timed(mine)]
-    for families in (NATIVE, ("torch",), ("onnxruntime",)):
-      name, median = best(f, *families)
-      if name is None:
-        row += ["error" if _failed(w, *families) else "–", "–"]
-        continue
-      ratio = f"{mine['median_s'] / median:.2f}" if mine else "–"
-      if families == NATIVE:
-        paired = w["ratios"].get("forward", {}).get("jax", {}).get("paired_ratio")
-        ratio += f" ({paired:.2f})" if paired is not None else ""
-        row += [f"{_timed(f[name])} ({_native_label(w, name, 'forward')})", ratio]
-      else:
-        row += [_timed(f[name]), ratio]
+    row += _contender_cells(w, "forward", (NATIVE, ("torch",), ("onnxruntime",)))
     eager = f.get("dmljax (eager)")
     row.append(_ms(eager["median_s"]) if eager else "–")
     cd = w["contenders"].get("dmljax", {}).get("compile_s")
@@ -180,20 +189,7 @@ def _fwd_bwd_table(report: dict[str, Any]) -> list[str]:
     f = w["fwd_bwd"]
     if "dmljax" not in f:
       continue
-    mine = f["dmljax"]
-    row = [w["name"], _timed(mine)]
-    for families in (NATIVE, ("torch",)):
-      name, median = best(f, *families)
-      if name is None:
-        row += ["–", "–"]
-        continue
-      ratio = f"{mine['median_s'] / median:.2f}"
-      if families == NATIVE:
-        paired = w["ratios"]["fwd_bwd"].get("jax", {}).get("paired_ratio")
-        ratio += f" ({paired:.2f})" if paired is not None else ""
-        row += [f"{_timed(f[name])} ({_native_label(w, name, 'fwd_bwd')})", ratio]
-      else:
-        row += [_timed(f[name]), ratio]
+    row = [w["name"], _timed(f["dmljax"]), *_contender_cells(w, "fwd_bwd", (NATIVE, ("torch",)))]
     lines.append("| " + " | ".join(row) + " |")
   return lines
 
