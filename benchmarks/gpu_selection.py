@@ -1,11 +1,11 @@
-"""Times dml.top_k under each GPU selection against jax.lax.top_k and torch.topk; for a machine with a GPU.
+"""Times dml.top_k under each top-k strategy against jax.lax.top_k and torch.topk; for a machine with a GPU.
 
 For every input type and ``k``, prints the median milliseconds of ``jax.lax.top_k`` on the raw values,
-of ``dml.top_k`` under each selection of ``dmljax._src.key_top_k`` (and each counting strategy of the
-radix composition) and of ``torch.topk`` when a CUDA build of PyTorch is present. Every selection's
-values and indices are compared bit for bit with the first one's (``lax_top_k``, exact); a difference
-prints ``MISMATCH``. On CPU the selections do not apply (CPU has its own path): the numbers then
-only show that the script runs.
+of ``dml.top_k`` with the strategy its table picks (``table``) and with each strategy of
+``dmljax._src.strategies.dispatch`` forced by name (each counting method of the radix composition too),
+and of ``torch.topk`` when a CUDA build of PyTorch is present. Every strategy's values and indices are
+compared bit for bit with the table's pick; a difference prints ``MISMATCH``. On CPU the numbers only
+show that the script runs.
 
 Run: ``python benchmarks/gpu_selection.py [--shape 64x131072] [--k 1 8 50 256 1024] [--reps 50]``.
 """
@@ -26,7 +26,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dmljax as dml
-from dmljax._src import key_top_k, radix_select
+from dmljax._src import platform
+from dmljax._src.strategies import dispatch
+from dmljax._src.strategies import radix as radix_select
+from dmljax._src.strategies.case import Case
 
 
 def median_ms(f: Callable[..., Any], *args: Any, reps: int) -> float:
@@ -80,30 +83,35 @@ def main(argv: Sequence[str] | None = None) -> None:
     "int32": (base * 1e6).astype(jnp.int32),
   }
   print(f"device: {jax.devices()[0].device_kind}; float32 input: {base.nbytes / 2**20:.1f} MiB")
-  previous = key_top_k.GPU_SELECTION, radix_select.RADIX_COUNTING
+  counting = radix_select.RADIX_COUNTING
+  choices = [("table", None, "compare")] + [
+    (name, name, method)
+    for name in sorted(dispatch.BY_NAME)
+    for method in (("compare", "histogram") if name == "radix" else ("compare",))
+  ]
   try:
     for name, x in inputs.items():
       for k in args.k:
         row = [f"{name} {args.shape} k={k}"]
         row.append(f"lax.top_k {median_ms(jax.jit(lambda x, k=k: jax.lax.top_k(x, k)), x, reps=args.reps):.3f}")
         first = None
-        for selection in key_top_k.GPU_SELECTIONS:
-          for counting in ("compare", "histogram") if selection == "radix" else ("compare",):
-            key_top_k.set_gpu_selection(selection)
-            radix_select.RADIX_COUNTING = counting
-            jax.clear_caches()
-            f = jax.jit(lambda x, k=k: dml.top_k(x, k))
+        for label, strategy, method in choices:
+          case = Case.of(x, k, True)
+          if strategy is not None and not dispatch.BY_NAME[strategy].handles(case):
+            continue
+          radix_select.RADIX_COUNTING = method
+          with platform.choosing(top_k=strategy):
+            f = jax.jit(lambda x, k=k: dml.top_k(x, k))  # a function of its own per choice: traced under it
             out = jax.device_get(f(x))
             first = out if first is None else first
             exact = "" if same_bits(out, first) else " MISMATCH"
-            row.append(f"{selection}/{counting} {median_ms(f, x, reps=args.reps):.3f}{exact}")
+            row.append(f"{label}/{method} {median_ms(f, x, reps=args.reps):.3f}{exact}")
         torch_time = torch_ms(x, k, args.reps)
         if torch_time is not None:
           row.append(f"torch.topk {torch_time:.3f}")
         print(" | ".join(row), flush=True)
   finally:
-    key_top_k.set_gpu_selection(previous[0])
-    radix_select.RADIX_COUNTING = previous[1]
+    radix_select.RADIX_COUNTING = counting
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import pytest
 from reference import ref_arg_reduce, ref_reduce, ref_top_k
 
 import dmljax as dml
-from dmljax._src import key_top_k
+from dmljax._src.strategies import cpu, staged
 
 _NAN_BITS = {
   np.dtype(np.float32): (0x7FC00000, 0xFFC00000, 0x7FC00123, 0xFFFFFFFF),
@@ -47,7 +47,7 @@ def _bits(a: np.ndarray) -> np.ndarray:
 
 
 _TOP_K_CASES = [
-  # (shape, k, axis), all of at least key_top_k.MIN_STAGED_SIZE elements: long rows take the chunked
+  # (shape, k, axis), all of at least cpu.MIN_STAGED_SIZE elements: long rows take the chunked
   # path (padded where 16 or 32 does not divide n) ...
   ((5, 4096), 16, -1),
   ((9, 2048), 1, -1),
@@ -81,21 +81,21 @@ def test_top_k_key_selection_paths_agree_on_random_keys() -> None:
   rng = np.random.default_rng(7)
   for n, k, chunk in ((4096, 16, 16), (1000, 5, 16), (2048, 1, 32), (300, 4, 8)):
     key = jnp.asarray(rng.integers(-3, 3, (3, n), dtype=np.int32))
-    plain = jax.jit(key_top_k._cpu_top_k, static_argnums=1)(key, k)
-    chunked = jax.jit(key_top_k._top_k_chunked, static_argnums=(1, 2))(key, k, chunk)
+    plain = jax.jit(cpu.top_k_of_key, static_argnums=1)(key, k)
+    chunked = jax.jit(lambda key, k=k, chunk=chunk: staged.chunked(key, k, chunk, cpu.top_k_of_key))(key)
     np.testing.assert_array_equal(np.asarray(chunked), np.asarray(plain))
-    extracted = jax.jit(key_top_k._top_k_extracted, static_argnums=1)(key, min(k, 2))
+    extracted = jax.jit(staged.extracted, static_argnums=1)(key, min(k, 2))
     np.testing.assert_array_equal(np.asarray(extracted), np.asarray(plain)[:, : min(k, 2)])
 
 
 def test_top_k_chunked_path_is_taken_on_long_rows() -> None:
   """The shapes of the benchmark select the chunked path (so the tests above exercise it)."""
-  assert key_top_k._chunk_size(32768, 50) == 32
-  assert key_top_k._chunk_size(32768, 1) == 32
-  assert key_top_k._chunk_size(4096, 16) == 16
-  assert key_top_k._chunk_size(64, 2) is None
+  assert staged.cpu_chunk(32768, 50) == 32
+  assert staged.cpu_chunk(32768, 1) == 32
+  assert staged.cpu_chunk(4096, 16) == 16
+  assert staged.cpu_chunk(64, 2) is None
   for shape, _, _ in _TOP_K_CASES:
-    assert np.prod(shape) >= key_top_k.MIN_STAGED_SIZE
+    assert np.prod(shape) >= cpu.MIN_STAGED_SIZE
 
 
 @pytest.mark.parametrize("find_max", [False, True])

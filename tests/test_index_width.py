@@ -22,7 +22,8 @@ import pytest
 from reference import ref_arg_reduce, ref_top_k
 
 import dmljax as dml
-from dmljax._src import arg_reduce, key_top_k, reduce, top_k
+from dmljax._src import arg_reduce, reduce, top_k
+from dmljax._src.strategies import sort
 
 S = jax.ShapeDtypeStruct
 T = dml.TensorDesc
@@ -194,7 +195,7 @@ def wide_paths(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
   jitted = (top_k._top_k, arg_reduce.arg_extreme, reduce._reduce)
   for f in jitted:
     f.clear_cache()
-  monkeypatch.setattr(key_top_k, "LAX_TOP_K_LARGEST_INDEX", 2)
+  monkeypatch.setattr(sort, "LAX_TOP_K_LARGEST_INDEX", 2)
   monkeypatch.setattr(arg_reduce, "INT32_FLAT_LARGEST_INDEX", 2)
   yield
   for f in jitted:

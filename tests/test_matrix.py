@@ -33,8 +33,9 @@ from jax.sharding import PartitionSpec as P
 from reference import ref_arg_reduce, ref_gather_nd, ref_one_hot, ref_reduce, ref_top_k
 
 import dmljax as dml
-from dmljax._src import arg_reduce, gather_nd, index_math, key_top_k, platform, radix_select, rank_keys, selection
+from dmljax._src import gather_nd, index_math, platform, rank_keys, selection
 from dmljax._src import reduce as reduce_lib
+from dmljax._src.strategies import dispatch, peak, sort
 
 I32 = jnp.int32
 F32_EPS = float(np.finfo(np.float32).eps)
@@ -95,6 +96,7 @@ class Path:
   call: Callable[..., Any]
   expect: Callable[..., Any]
   branch: platform.Branch | None = None
+  strategy: str | None = None
   op_axis: int | None = None
   other_axis: int | None = None
   grad_args: tuple[int, ...] = ()
@@ -169,26 +171,19 @@ def _as_int32(pair: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarr
 @contextlib.contextmanager
 def _narrow_lax_top_k() -> Iterator[None]:
   """Rows longer than 16 take the sort that rows longer than int32 can index take (read at trace time)."""
-  saved = key_top_k.LAX_TOP_K_LARGEST_INDEX
-  key_top_k.LAX_TOP_K_LARGEST_INDEX = 15
+  saved = sort.LAX_TOP_K_LARGEST_INDEX
+  sort.LAX_TOP_K_LARGEST_INDEX = 15
   jax.clear_caches()
   try:
     yield
   finally:
-    key_top_k.LAX_TOP_K_LARGEST_INDEX = saved
+    sort.LAX_TOP_K_LARGEST_INDEX = saved
     jax.clear_caches()
 
 
-def _gpu_selection(selection: str) -> Callable[[], contextlib.AbstractContextManager[None]]:
-  @contextlib.contextmanager
-  def chosen() -> Iterator[None]:
-    previous = key_top_k.set_gpu_selection(selection)
-    try:
-      yield
-    finally:
-      key_top_k.set_gpu_selection(previous)
-
-  return chosen
+def _strategy(name: str) -> Callable[[], contextlib.AbstractContextManager[Any]]:
+  """A top-k strategy forced by name, Pallas kernels in interpret mode."""
+  return lambda: platform.choosing(top_k=name, interpret=True)
 
 
 _L2_SCALE = np.float32(2.0**-46)  # ||x * scale|| < 2**-39: the gradient's rescaled branch
@@ -222,48 +217,45 @@ _ONE_HOT = dml.OneHotDesc(
 )
 
 PATHS: list[Path] = [
-  # top_k: key_top_k's CPU paths (one lax.top_k below MIN_STAGED_SIZE elements, the chunked two-stage
-  # selection, k max passes), the other platforms' lax.top_k on integer keys, the sort for rows longer
-  # than lax.top_k indexes; sharded selection under the sharding columns.
-  # Floats on CPU skip the integer key where no staged selection pays (key_top_k.plain_float_path): one
-  # lax.top_k on the canonical float (-0.0 as +0.0, one NaN).
+  # top_k: every row of the strategy table (strategies.dispatch) on its platform's branch, the sort for rows
+  # longer than lax.top_k indexes, and the radix selections named by choice; the sharding columns run the
+  # per-shard selection and merge (selection.py) around them.
+  # CPU: one lax.top_k on the canonical float where no staged selection pays, the chunked two-stage
+  # selection, k max passes, and lax.top_k on the key's total-order float view.
   _top_k_row(
     "top_k/cpu_plain_float",
     (6, 40),
     5,
     1,
     "cpu",
-    reaches=((rank_keys, "canonical_float"),),
-    avoids=((key_top_k, "cpu_top_k_by_key"),),
-  ),
-  _top_k_row(
-    "top_k/cpu_plain_float_increasing",
-    (512, 64),
-    4,
-    1,
-    "cpu",
-    direction="increasing",
+    strategy="cpu_float_view",
     reaches=((rank_keys, "canonical_float"),),
   ),
   _top_k_row(
-    "top_k/cpu_small_int_keys", (6, 40), 5, 1, "cpu", make=_tied_int, grad_args=(), reaches=((key_top_k, "_cpu_top_k"),)
+    "top_k/cpu_plain_float_increasing", (512, 64), 4, 1, "cpu", direction="increasing", strategy="cpu_float_view"
   ),
+  _top_k_row("top_k/cpu_small_int_keys", (6, 40), 5, 1, "cpu", make=_tied_int, grad_args=(), strategy="cpu_key_view"),
   _top_k_row(
-    "top_k/cpu_chunked",
-    (4, 4096),
-    16,
-    -1,
-    "cpu",
-    reaches=((key_top_k, "_top_k_chunked"),),
-    make=_tied_int,
-    grad_args=(),
-    hlo=("sort",),
+    "top_k/cpu_chunked", (4, 4096), 16, -1, "cpu", make=_tied_int, grad_args=(), strategy="cpu_chunked", hlo=("sort",)
   ),
-  _top_k_row("top_k/cpu_chunked_float", (32, 512), 4, -1, "cpu", reaches=((key_top_k, "_top_k_chunked"),), make=_tied),
-  _top_k_row("top_k/cpu_extracted", (256, 64), 2, 1, "cpu", reaches=((key_top_k, "_top_k_extracted"),)),
+  _top_k_row("top_k/cpu_chunked_float", (32, 512), 4, -1, "cpu", make=_tied, strategy="cpu_chunked"),
+  _top_k_row("top_k/cpu_extracted", (256, 64), 2, 1, "cpu", strategy="cpu_extracted"),
+  # CUDA: XLA's TopK kernel on kernel keys (NaN-free floats), one (key, index) reduction for k == 1, the
+  # chunked selection whose stages are sorts (integer keys, k > 16); short rows sort their keys.
+  _top_k_row("top_k/cuda_kernel_keys", (4, 1024), 5, 1, "cuda", strategy="gpu_kernel", hlo=("top_k",)),
   _top_k_row(
-    "top_k/default_int_keys", (6, 40), 5, 1, "default", avoids=((key_top_k, "cpu_top_k_by_key"),), hlo=("top_k",)
+    "top_k/cuda_kernel_keys_increasing", (4, 1024), 3, 1, "cuda", direction="increasing", strategy="gpu_kernel"
   ),
+  _top_k_row("top_k/cuda_top_1", (6, 1024), 1, 1, "cuda", strategy="peak_reduction", hlo=("stablehlo.reduce",)),
+  _top_k_row("top_k/cuda_chunked_sorts", (4, 2048), 20, 1, "cuda", strategy="chunked_sorts"),
+  _top_k_row(
+    "top_k/cuda_chunked_int_keys", (4, 2048), 5, 1, "cuda", make=_tied_int, grad_args=(), strategy="chunked_sorts"
+  ),
+  _top_k_row("top_k/cuda_short_rows", (6, 40), 5, 1, "cuda", strategy="sorted_keys", hlo=("top_k",)),
+  # TPU: XLA's TPU TopK on keys every comparison orders alike (the total-order view for 32-bit integers).
+  _top_k_row("top_k/tpu_kernel_keys", (6, 40), 5, 1, "tpu", strategy="tpu_kernel", hlo=("top_k",)),
+  _top_k_row("top_k/tpu_int_keys", (6, 40), 5, 1, "tpu", make=_tied_int, grad_args=(), strategy="tpu_kernel"),
+  _top_k_row("top_k/default_int_keys", (6, 40), 5, 1, "default", strategy="sorted_keys", hlo=("top_k",)),
   _top_k_row(
     "top_k/sort_past_int32",
     (4, 40),
@@ -271,35 +263,41 @@ PATHS: list[Path] = [
     1,
     None,
     setup=_narrow_lax_top_k,
-    avoids=((key_top_k, "cpu_top_k_by_key"),),
+    reaches=((sort, "wide_rows"),),
     hlo=("stablehlo.sort",),
   ),
-  # The exact radix selection that GPUs may take instead of lax.top_k (key_top_k.GPU_SELECTION; off by default).
-  _top_k_row(
-    "top_k/default_radix",
-    (6, 40),
-    5,
-    1,
-    "default",
-    setup=_gpu_selection("radix"),
-    reaches=((radix_select, "radix_top_k"),),
-    avoids=((key_top_k, "cpu_top_k_by_key"),),
-  ),
+  # The radix selections, by name: the XLA composition and the Pallas counting kernel (interpret mode).
+  _top_k_row("top_k/radix", (6, 40), 5, 1, "cuda", setup=_strategy("radix"), strategy="radix"),
+  _top_k_row("top_k/radix_pallas", (6, 40), 5, 1, "cuda", setup=_strategy("radix_pallas"), strategy="radix_pallas"),
   _top_k_row("top_k/increasing_axis0", (24, 8), 4, 0, "cpu", direction="increasing", other_axis=1),
-  # argmin/argmax: top-1 selection over trailing axes on CPU (last=True for DECREASING), two reductions
-  # elsewhere (the other platforms, non-trailing axes, explicitly sharded axes: the sharding columns).
+  # argmin/argmax: top-1 selection over trailing axes on CPU (last=True for DECREASING) and over the last axis
+  # on TPUs; one variadic reduction of (key, index) pairs elsewhere (GPUs, several axes on TPUs, non-trailing
+  # axes, explicitly sharded axes: the sharding columns).
   _arg_row("argmax/cpu_top1", (6, 40), (1,), "cpu", reaches=((selection, "top_k_last_axis"),)),
   _arg_row(
-    "argmax/default_reductions",
+    "argmax/cuda_reduction",
     (6, 40),
     (1,),
-    "default",
-    reaches=((arg_reduce, "_by_reductions"),),
+    "cuda",
+    reaches=((peak, "peak_index"),),
+    avoids=((selection, "top_k_last_axis"),),
+  ),
+  _arg_row(
+    "argmin/cuda_reduction_last", (6, 40), (1,), "cuda", direction="decreasing", reaches=((peak, "peak_index"),)
+  ),
+  _arg_row("argmax/tpu_top1", (6, 40), (1,), "tpu", reaches=((selection, "top_k_last_axis"),)),
+  _arg_row(
+    "argmin/tpu_two_axes",
+    (4, 8, 10),
+    (1, 2),
+    "tpu",
+    other_axis=0,
+    reaches=((peak, "peak_index"),),
     avoids=((selection, "top_k_last_axis"),),
   ),
   _arg_row("argmin/cpu_top1_last", (6, 40), (1,), "cpu", direction="decreasing", reaches=((selection, "local_top_k"),)),
   _arg_row("argmin/cpu_trailing_pair", (4, 8, 10), (1, 2), "cpu", other_axis=0),
-  _arg_row("argmin/non_trailing", (8, 6, 8), (0, 2), None, other_axis=1, reaches=((arg_reduce, "_by_reductions"),)),
+  _arg_row("argmin/non_trailing", (8, 6, 8), (0, 2), None, other_axis=1, reaches=((peak, "peak_index"),)),
   _arg_row("argmax/non_trailing_last", (8, 6, 8), (0, 1), None, direction="decreasing", other_axis=2),
   # reduce: SUM over leading axes as a matrix-vector product on CPU, MULTIPLY by halving rows on CPU, and
   # their plain forms; L2's two gradient branches; LOG_SUM_EXP; MAX/MIN with NaN propagation.
@@ -540,7 +538,9 @@ def _platform_choice_restored() -> Iterator[None]:
 
 @pytest.mark.parametrize(("row", "column"), CELLS, ids=[f"{row.id}-{column}" for row, column in CELLS])
 def test_matrix(row: Path, column: str) -> None:
-  platform.force(row.branch)  # cells of one row are adjacent: the caches are cleared once per change
+  # A row's calls are its own functions, traced only under its branch; dmljax's jitted entry points take the
+  # choice as a static argument, so nothing traced under another branch is reused.
+  platform.force(row.branch)
   with row.setup():
     TRANSFORMS[column](row, row.make(_seed(row.id)))
 
@@ -566,10 +566,26 @@ def _spy_on(functions: tuple[tuple[Any, str], ...], monkeypatch: pytest.MonkeyPa
   return reached
 
 
+def _spy_on_strategies(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+  """Records the name of every top-k strategy the dispatch table picks."""
+  picked: list[str] = []
+  original = dispatch.strategy
+
+  def spy(*args: Any) -> Any:
+    chosen = original(*args)
+    picked.append(chosen.name)
+    return chosen
+
+  monkeypatch.setattr(dispatch, "strategy", spy)
+  return picked
+
+
 @pytest.mark.parametrize("row", PATHS, ids=[row.id for row in PATHS])
 def test_path_is_taken(row: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-  """The row's inputs select its path: the trace reaches (or avoids) the named functions, the program holds its text."""
+  """The row's inputs select its path: the trace reaches (or avoids) the named functions and picks the named
+  strategy, and the program holds its text."""
   reached = _spy_on(row.reaches + row.avoids, monkeypatch)
+  picked = _spy_on_strategies(monkeypatch)
   platform.force(row.branch)
   with row.setup():
     jax.clear_caches()  # trace afresh, through the spies
@@ -577,6 +593,8 @@ def test_path_is_taken(row: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = jax.jit(row.call).lower(*args).as_text()
   assert {name for _, name in row.reaches} <= reached, reached
   assert not {name for _, name in row.avoids} & reached, reached
+  if row.strategy is not None:
+    assert set(picked) == {row.strategy}, picked
   for fragment in row.hlo:
     assert fragment in text, fragment
 
@@ -588,19 +606,19 @@ def test_forcing_a_branch_changes_the_program(row: Path) -> None:
   texts = {}
   for branch in ("cpu", "default"):
     platform.force(branch)
-    texts[branch] = jax.jit(row.call).lower(*args).as_text()
+    texts[branch] = jax.jit(lambda *a: row.call(*a)).lower(*args).as_text()  # a function of its own per branch
   assert texts["cpu"] != texts["default"]
 
 
 # (row, explicit axes, functions the partitioned program must reach, text it must not hold), sharded along the
 # operated axis: the per-shard selection and merge (a custom_partitioning rule on automatic axes, a shard_map on
-# explicit ones), argmin/argmax's two reductions on explicitly sharded axes, MULTIPLY's plain product there.
+# explicit ones), argmin/argmax's (key, index) reduction on explicitly sharded axes, MULTIPLY's plain product there.
 _SHARDED_PATHS = [
   ("top_k/cpu_plain_float", False, ((selection, "_per_shard_top_k"),), ()),
   ("top_k/cpu_plain_float", True, ((selection, "_per_shard_top_k"),), ()),
   ("top_k/default_int_keys", True, ((selection, "_per_shard_top_k"),), ()),
   ("argmax/cpu_top1", False, ((selection, "_per_shard_top_k"),), ()),
-  ("argmax/cpu_top1", True, ((arg_reduce, "_by_reductions"),), ()),
+  ("argmax/cpu_top1", True, ((peak, "peak_index"),), ()),
   ("multiply/cpu_product_tree_tangent", True, (), ("stablehlo.slice",)),
 ]
 

@@ -1,4 +1,4 @@
-"""The small-array float path of top_k on CPU (key_top_k.top_k_of_values).
+"""The small-array float path of top_k on CPU (strategies.cpu.float_view).
 
 Where the rank key would not be staged (below MIN_STAGED_SIZE elements, or rows neither chunked nor
 extracted), and below MAX_PLAIN_FLOAT_SIZE on rows of at least MIN_PLAIN_FLOAT_ROW, floats are selected
@@ -18,7 +18,8 @@ from reference import ref_top_k
 from test_fast_paths import _bits, _tied
 
 import dmljax as dml
-from dmljax._src import key_top_k, rank_keys
+from dmljax._src.strategies import cpu
+from dmljax._src.strategies.case import Case
 
 _SMALL = [((256, 8), 2, -1), ((8, 1000), 40, -1), ((3, 5), 5, -1), ((1, 999), 7, -1), ((40, 6), 3, 0), ((7,), 7, 0)]
 # Few long rows below MAX_PLAIN_FLOAT_SIZE take the plain path too; (16, 4096) is the staged selection.
@@ -34,7 +35,7 @@ def test_small_float_top_k_matches_reference(dtype: type, direction: str) -> Non
   rng = np.random.default_rng(20)
   for shape, k, axis in _SMALL + _FEW_LONG_ROWS + _STAGED + _UNSTAGED:
     moved = shape[:axis] + shape[axis + 1 :] + (shape[axis],) if axis != -1 else shape
-    assert key_top_k.plain_float_path(moved, k) == ((shape, k, axis) not in _STAGED)
+    assert cpu.float_view_pays(Case(np.dtype(dtype), moved, k, True)) == ((shape, k, axis) not in _STAGED)
     x = _tied(rng, shape, np.dtype(dtype))
     values, indices = dml.top_k(jnp.asarray(x), k, axis=axis, direction=direction, index_dtype=jnp.int32)
     ref_values, ref_indices = ref_top_k(x, k, axis % len(shape), direction)
@@ -45,11 +46,9 @@ def test_small_float_top_k_matches_reference(dtype: type, direction: str) -> Non
 def test_small_path_agrees_with_the_rank_key_path() -> None:
   rng = np.random.default_rng(21)
   x = jnp.asarray(_tied(rng, (64, 50), np.dtype(np.float32)))
-  for descending in (True, False):
-    key = rank_keys.ascending_key(x) if descending else rank_keys.descending_key(x)
-    np.testing.assert_array_equal(
-      np.asarray(key_top_k.top_k_of_values(x, 9, descending)), np.asarray(key_top_k.top_k_by_key(key, 9))
-    )
+  for largest_first in (True, False):
+    case = Case.of(x, 9, largest_first)
+    np.testing.assert_array_equal(np.asarray(cpu.float_view(x, case)), np.asarray(cpu.key_view(x, case)))
 
 
 def test_small_path_compiles_to_one_elementwise_pass_and_top_k() -> None:

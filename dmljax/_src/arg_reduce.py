@@ -25,7 +25,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
@@ -34,6 +33,7 @@ from dmljax._src.axes import AxisDirection
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
 from dmljax._src.fields import FUNCTIONAL, Fields
+from dmljax._src.strategies import peak
 from dmljax._src.tensor_desc import TensorDesc
 
 INDEX_DATA_TYPES = (DataType.UINT32, DataType.INT32, DataType.UINT64, DataType.INT64)
@@ -192,23 +192,26 @@ def _check_arg_reduce(
   return canonical
 
 
-@functools.partial(jax.jit, static_argnames=("axes", "find_max", "last", "index_dtype", "keepdims"))
+@functools.partial(jax.jit, static_argnames=("axes", "find_max", "last", "index_dtype", "keepdims", "choice"))
 def arg_extreme(
-  x: jax.Array, *, axes: tuple[int, ...], find_max: bool, last: bool, index_dtype: np.dtype, keepdims: bool
+  x: jax.Array,
+  *,
+  axes: tuple[int, ...],
+  find_max: bool,
+  last: bool,
+  index_dtype: np.dtype,
+  keepdims: bool,
+  choice: platform.Choice,
 ) -> jax.Array:
   """First (or ``last``) flat index of the max (or min) over ``axes``; NaN is the extreme either way."""
+  del choice  # a static argument so that a program traced under another choice is not reused
   out_shape = (
     axes_lib.reduced_shape(x.shape, axes) if keepdims else tuple(s for d, s in enumerate(x.shape) if d not in axes)
   )
   count = math.prod(x.shape[a] for a in axes)
   if count == 1:
     return jnp.zeros(out_shape, index_dtype)
-  if find_max:
-    key = rank_keys.ascending_key(x)
-  else:
-    key = rank_keys.descending_key(x)
-    if dtypes.is_float(x.dtype):
-      key = jnp.where(jnp.isnan(x), np.array(np.iinfo(key.dtype).max, key.dtype), key)
+  key = rank_keys.extreme_key(x, find_max)
   flat_dtype: np.dtype = np.dtype(np.int32)
   if count - 1 > INT32_FLAT_LARGEST_INDEX:
     # The index type can hold count - 1 (checked), so uint32 does whenever x64 is off.
@@ -219,42 +222,30 @@ def arg_extreme(
 def _first_or_last_peak(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dtype, *, last: bool) -> jax.Array:
   """The lowest (or highest) flat index over ``axes`` at which ``key`` takes its maximum.
 
-  The peak over trailing axes is a top-1 selection of the key rows on CPU (XLA:CPU's vectorised
-  selection, see :mod:`selection`, which along a sharded axis exchanges one candidate per shard;
-  the last peak is the first one of each shard's reversed rows). Otherwise two plain reductions,
-  the peak and then the extreme index where the key equals it: integer keys make the peak exact,
-  and XLA's SPMD partitioner splits both over a sharded axis, so only a peak and an index per
-  shard cross devices.
+  * CPU, trailing axes: a top-1 selection of the key rows (XLA:CPU's vectorised selection; see
+    :mod:`selection`, which along a sharded axis exchanges one candidate per shard; the last peak is
+    the first one of each shard's reversed rows).
+  * TPU, the last axis alone: the same top-1 selection, which is XLA's TPU TopK there.
+  * Otherwise, and on GPUs: one variadic reduction of (key, flat index) pairs (:func:`peak.peak_index`),
+    as ``jnp.argmax`` compiles; it reduces over several axes at once, with no reshape (a relayout on
+    TPUs), and XLA's SPMD partitioner splits it over a sharded axis, so only a peak and an index per
+    shard cross devices.
   """
   kept = key.ndim - len(axes)
   trailing = axes == tuple(range(kept, key.ndim))
-  if trailing and flat_dtype == np.int32 and not _sharded_explicitly(key, axes):
+
+  def by_reduction(key: jax.Array) -> jax.Array:
+    return peak.peak_index(key, axes, flat_dtype, last=last)
+
+  if not trailing or flat_dtype != np.int32 or shardings.splits_explicitly(key, axes):
+    return by_reduction(key)
+
+  def top_1(key: jax.Array) -> jax.Array:
     rows = key.reshape(*key.shape[:kept], math.prod(key.shape[kept:]))
-    return platform.branch(
-      rows,
-      cpu=lambda rows: selection.top_k_last_axis(rows, 1, True, last)[1][..., 0],
-      default=lambda rows: _by_reductions(rows, (kept,), flat_dtype, last=last),
-    )
-  return _by_reductions(key, axes, flat_dtype, last=last)
+    return selection.top_k_last_axis(rows, 1, True, last)[1][..., 0]
 
-
-def _by_reductions(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dtype, *, last: bool) -> jax.Array:
-  flat = jnp.zeros(key.shape, flat_dtype)
-  stride = 1
-  for a in reversed(axes):
-    flat = flat + lax.broadcasted_iota(flat_dtype, key.shape, a) * np.array(stride, flat_dtype)
-    stride *= key.shape[a]
-  at_peak = key == jnp.max(key, axes, keepdims=True)
-  info = np.iinfo(flat_dtype)
-  if last:
-    return jnp.max(jnp.where(at_peak, flat, np.array(info.min, flat_dtype)), axes)
-  return jnp.min(jnp.where(at_peak, flat, np.array(info.max, flat_dtype)), axes)
-
-
-def _sharded_explicitly(x: jax.Array, axes: tuple[int, ...]) -> bool:
-  """Whether an explicit-axes sharding (visible in the type) splits any of ``axes``."""
-  found = shardings.explicit_spec(x)
-  return found is not None and any(found[1][a] is not None for a in axes)
+  tpu = top_1 if len(axes) == 1 and key.dtype.itemsize <= 4 else by_reduction
+  return platform.branch(key, cpu=top_1, tpu=tpu, default=by_reduction)
 
 
 def _functional(
@@ -276,6 +267,7 @@ def _functional(
     last=canonical_direction == AxisDirection.DECREASING,
     index_dtype=canonical_index,
     keepdims=bool(keepdims),
+    choice=platform.current(),
   )
 
 
@@ -388,4 +380,5 @@ def execute_arg_reduce(desc: ArgMinDesc | ArgMaxDesc, inputs: Sequence[Any], fea
     last=direction == AxisDirection.DECREASING,
     index_dtype=dtypes.numpy_dtype(desc.output_tensor.data_type),
     keepdims=True,
+    choice=platform.current(),
   )

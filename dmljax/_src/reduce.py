@@ -384,13 +384,20 @@ def _extreme_jvp(
   return out, jnp.sum(jnp.where(hit, t, jnp.zeros((), t.dtype)), axes, keepdims=True) / count
 
 
-@functools.partial(jax.jit, static_argnames=("function", "axes", "keepdims", "index_dtype"))
+@functools.partial(jax.jit, static_argnames=("function", "axes", "keepdims", "index_dtype", "choice"))
 def _reduce(
-  x: jax.Array, *, function: ReduceFunction, axes: tuple[int, ...], keepdims: bool, index_dtype: np.dtype
+  x: jax.Array,
+  *,
+  function: ReduceFunction,
+  axes: tuple[int, ...],
+  keepdims: bool,
+  index_dtype: np.dtype,
+  choice: platform.Choice,
 ) -> jax.Array:
   if function in _ARG_FUNCTIONS:
+    find_max = function == ReduceFunction.ARGMAX
     return arg_reduce.arg_extreme(
-      x, axes=axes, find_max=function == ReduceFunction.ARGMAX, last=False, index_dtype=index_dtype, keepdims=keepdims
+      x, axes=axes, find_max=find_max, last=False, index_dtype=index_dtype, keepdims=keepdims, choice=choice
     )
   dtype = np.dtype(x.dtype)
   narrow_float = dtypes.is_float(dtype) and dtype.itemsize < 4
@@ -502,7 +509,14 @@ def reduce(
   p.raise_if_any()
   assert array is not None and canonical is not None and canonical_axes is not None and index is not None
   index = index if canonical in _ARG_FUNCTIONS else _UNUSED_INDEX_DTYPE
-  return _reduce(array, function=canonical, axes=canonical_axes, keepdims=bool(keepdims), index_dtype=index)
+  return _reduce(
+    array,
+    function=canonical,
+    axes=canonical_axes,
+    keepdims=bool(keepdims),
+    index_dtype=index,
+    choice=platform.current(),
+  )
 
 
 _FIELDS_IN = ("input_tensor",)
@@ -563,4 +577,4 @@ def execute_reduce(desc: ReduceDesc, inputs: Sequence[Any], feature_level: Any) 
   assert function is not None and axes is not None
   (x,) = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)
   index_dtype = dtypes.numpy_dtype(desc.output_tensor.data_type) if function in _ARG_FUNCTIONS else _UNUSED_INDEX_DTYPE
-  return _reduce(x, function=function, axes=axes, keepdims=True, index_dtype=index_dtype)
+  return _reduce(x, function=function, axes=axes, keepdims=True, index_dtype=index_dtype, choice=platform.current())

@@ -40,7 +40,8 @@ from jax import lax
 from jax.experimental.custom_partitioning import custom_partitioning
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dmljax._src import key_top_k, shardings
+from dmljax._src import shardings
+from dmljax._src.strategies import dispatch
 
 
 def local_top_k(sequences: jax.Array, k: int, descending: bool, last: bool = False) -> tuple[jax.Array, jax.Array]:
@@ -55,7 +56,7 @@ def local_top_k(sequences: jax.Array, k: int, descending: bool, last: bool = Fal
     size = sequences.shape[-1]
     values, indices = local_top_k(lax.rev(sequences, (sequences.ndim - 1,)), 1, descending)
     return values, jnp.int32(size - 1) - indices
-  indices = key_top_k.top_k_of_values(sequences, k, descending)
+  indices = dispatch.top_k_indices(sequences, k, descending)
   values = jnp.take_along_axis(sequences, indices, axis=-1, mode="promise_in_bounds")
   return values, indices
 
@@ -69,7 +70,7 @@ def _per_shard_top_k(
   """
   size = shard.shape[-1]
   values, indices = local_top_k(shard, min(k, size), descending, last)
-  wide = key_top_k.index_dtype(length)
+  wide = dispatch.index_dtype(length)
   indices = indices.astype(wide) + lax.axis_index(names).astype(wide) * np.array(size, wide)
   axis = shard.ndim - 1
   values = lax.all_gather(values, names, axis=axis, tiled=True)

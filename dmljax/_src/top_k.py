@@ -32,7 +32,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, fields, selection, tensor_desc
+from dmljax._src import descriptor_path, dtypes, fields, platform, selection, tensor_desc
 from dmljax._src.axes import AxisDirection
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -205,8 +205,11 @@ def _output_sizes(shape: tuple[int, ...], axis: int, k: int) -> tuple[int, ...]:
   return (*shape[:axis], k, *shape[axis + 1 :])
 
 
-@functools.partial(jax.jit, static_argnames=("k", "axis", "descending", "index_dtype"))
-def _top_k(x: jax.Array, *, k: int, axis: int, descending: bool, index_dtype: np.dtype) -> tuple[jax.Array, jax.Array]:
+@functools.partial(jax.jit, static_argnames=("k", "axis", "descending", "index_dtype", "choice"))
+def _top_k(
+  x: jax.Array, *, k: int, axis: int, descending: bool, index_dtype: np.dtype, choice: platform.Choice
+) -> tuple[jax.Array, jax.Array]:
+  del choice  # a static argument so that a program traced under another choice is not reused
   values, indices = selection.top_k_last_axis(jnp.moveaxis(x, axis, -1), k, descending)
   return jnp.moveaxis(values, -1, axis), jnp.moveaxis(indices.astype(index_dtype), -1, axis)
 
@@ -273,6 +276,7 @@ def top_k(
     axis=canonical_axis,
     descending=canonical_direction == AxisDirection.DECREASING,
     index_dtype=canonical_index,
+    choice=platform.current(),
   )
 
 
@@ -333,4 +337,5 @@ def execute_top_k(desc: TopKDesc | TopK1Desc, inputs: Sequence[Any], feature_lev
     axis=axis,
     descending=direction == AxisDirection.DECREASING,
     index_dtype=dtypes.numpy_dtype(desc.output_index_tensor.data_type),
+    choice=platform.current(),
   )

@@ -1,9 +1,12 @@
 """Exact top-k of integer rank keys without sorting the whole row: radix select, compaction, a k-sort.
 
-Built for accelerators, where XLA's own ``TopK`` kernel only covers float32 and
-bfloat16 and every other key type becomes a sort of the whole row. Nothing
-routes to this module by default (see :data:`key_top_k.GPU_SELECTION`); it is
-exact on every platform and tested on CPU.
+Built for accelerators, where XLA's own ``TopK`` kernels cover only float32 and
+bfloat16 keys and every other key type becomes a sort of the whole row. No
+platform's table picks it (:mod:`dispatch`: the staged selection with sorts of
+the chunk maxima and candidates compiles to fewer launches and bytes, and the
+Pallas kernel below is a Triton call, which ``jax.export`` does not serialize);
+it is selectable by name (``platform.choosing(top_k="radix")``), exact on every
+platform and tested on CPU.
 
 For each row of ``n`` keys and a static ``k`` (``1 <= k <= n``):
 
@@ -42,6 +45,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from dmljax._src import platform, rank_keys
+from dmljax._src.strategies.case import Case
 
 # Digit width of one counting pass of the XLA composition; 32-bit keys take 8 passes of 16 counters.
 RADIX_BITS = 4
@@ -127,7 +133,8 @@ def _chunk_counts(
   digit = lax.shift_right_logical(bits, np.int32(shift)) & np.int32(radix - 1)
   values = lax.broadcasted_iota(np.dtype(np.int32), (chunk, radix), 1)
   hits = jnp.where((digit[:, None] >= values) & live[:, None], np.int32(1), np.int32(0))
-  return counts + jnp.sum(hits, axis=0)
+  # An int32 sum, as the loop carry is: under x64 jnp.sum would widen it to int64.
+  return counts + jnp.sum(hits, axis=0, dtype=np.int32)
 
 
 _SIGN32 = np.int32(-(1 << 31))
@@ -266,3 +273,14 @@ def pallas_radix_top_k(
       key, cuda=kernel, rocm=kernel, default=lambda key: radix_threshold(key, k, radix_bits)
     )
   return order_selected(key, compact(key, threshold, rank, k))
+
+
+def select(x: jax.Array, case: Case) -> jax.Array:
+  """The XLA composition on the rank key."""
+  return radix_top_k(rank_keys.selection_key(x, case.largest_first), case.k)
+
+
+def select_pallas(x: jax.Array, case: Case) -> jax.Array:
+  """The counting passes as the Pallas kernel (interpret mode under ``platform.choosing(interpret=True)``)."""
+  key = rank_keys.selection_key(x, case.largest_first)
+  return pallas_radix_top_k(key, case.k, interpret=platform.current().interpret)

@@ -1,18 +1,15 @@
-"""The exact GPU selection (radix select + compaction + a sort of k), checked on CPU.
+"""The radix selection (radix select + compaction + a sort of k), checked on CPU.
 
-No GPU runs here: the selection functions are called directly (the Pallas kernel
-in interpret mode), and ``dml.top_k`` runs with the non-CPU branch forced on CPU
-(``platform.forced("default")``) under each GPU selection. Lowerings for
-CUDA are inspected structurally: with the radix selection no sort or top-k spans
-a whole row.
+No GPU runs here: the selection functions are called directly (the Pallas kernel in
+interpret mode), and ``dml.top_k`` runs with the CUDA branch forced on CPU and the
+strategy chosen by name (``platform.choosing(branch="cuda", top_k=..., interpret=True)``).
+The Pallas kernel's compile for an H100 is in tests/test_accelerator_structure.py.
 """
 
 from __future__ import annotations
 
 import functools
-import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -27,11 +24,9 @@ from jax.sharding import PartitionSpec as P
 from reference import ref_top_k
 
 import dmljax as dml
-from dmljax._src import key_top_k, platform, radix_select, rank_keys
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks import gpu_lowering
+from dmljax._src import platform, rank_keys, top_k
+from dmljax._src.strategies import dispatch
+from dmljax._src.strategies import radix as radix_select
 
 DTYPES_32 = (
   np.float32,
@@ -161,25 +156,17 @@ def test_threshold_is_the_kth_largest_key_and_rank_counts_its_ties() -> None:
     assert (int(t[0]), int(r[0])) == (threshold, rank), k
 
 
-# --- dml.top_k with the GPU branch forced on CPU --------------------------------------------------------------
+# --- dml.top_k with the CUDA branch forced on CPU and a radix strategy chosen ---------------------------------
 
 
 @pytest.fixture(params=["radix", "radix_pallas"])
-def forced(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-  """``dml.top_k`` runs the GPU branch on CPU under the given selection (Pallas in interpret mode)."""
-  monkeypatch.setattr(key_top_k, "_PALLAS_INTERPRET", True)
-  previous = key_top_k.set_gpu_selection(request.param)
-  jax.clear_caches()
-  try:
-    with platform.forced("default"):
-      yield request.param
-  finally:
-    key_top_k.set_gpu_selection(previous)
-    monkeypatch.undo()
-    jax.clear_caches()
+def forced(request: pytest.FixtureRequest) -> Iterator[str]:
+  """``dml.top_k`` runs the CUDA branch on CPU with the given strategy (Pallas in interpret mode)."""
+  with platform.choosing(branch="cuda", top_k=request.param, interpret=True):
+    yield request.param
 
 
-def _ops(fn: Callable[..., Any], *args: Any) -> str:
+def _ops(fn: Any, *args: Any) -> str:
   return jax.jit(fn).lower(*args).as_text()
 
 
@@ -240,64 +227,63 @@ def test_forced_branch_exports_and_round_trips(forced: str) -> None:
   np.testing.assert_array_equal(np.asarray(values), want_values)
 
 
-# --- the switch and the CUDA lowering -------------------------------------------------------------------------
-
-
-@pytest.fixture
-def selection() -> Iterator[Callable[[str], None]]:
-  previous = key_top_k.GPU_SELECTION
-  yield lambda value: key_top_k.set_gpu_selection(value) and None
-  key_top_k.set_gpu_selection(previous)
-
-
-def test_default_is_lax_top_k_and_bad_values_are_refused(selection: Callable[[str], None]) -> None:
-  assert key_top_k.GPU_SELECTION == "lax_top_k"
-  with pytest.raises(ValueError, match="radix"):
-    selection("bitonic")
-  assert key_top_k.GPU_SELECTION == "lax_top_k"
-
-
-def test_flipping_the_selection_retraces(selection: Callable[[str], None]) -> None:
-  """The library's own jitted top_k picks up a new selection: set_gpu_selection drops compiled programs."""
-  x = np.arange(24, dtype=np.int32).reshape(2, 12)
-  found = {}
-  with platform.forced("default"):
-    for choice in ("lax_top_k", "radix", "lax_top_k"):
-      selection(choice)
-      found[choice] = "chlo.top_k" in _ops(lambda x: dml.top_k(x, 3), x)
-      np.testing.assert_array_equal(np.asarray(dml.top_k(x, 3)[1]), [[11, 10, 9], [11, 10, 9]])
-  assert found == {"lax_top_k": True, "radix": False}
-
-
-SHAPE = (64, 4096)
-
-
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8", "uint32"])
-def test_cuda_lowering_with_radix_has_no_full_row_sort(selection: Callable[[str], None], dtype: str) -> None:
-  for k in (8, 1024, SHAPE[1] - 1):
-    selection("lax_top_k")
-    module = gpu_lowering.lower_for_cuda(lambda x, k=k: dml.top_k(x, k), SHAPE, dtype)
-    assert gpu_lowering.full_row_sorts(module, SHAPE), "the default lowers to a top_k over the whole row"
-    for choice in ("radix", "radix_pallas"):
-      selection(choice)
-      module = gpu_lowering.lower_for_cuda(lambda x, k=k: dml.top_k(x, k), SHAPE, dtype)
-      assert not gpu_lowering.full_row_sorts(module, SHAPE), (choice, k)
-      ops = dict(gpu_lowering.selection_ops(module))
-      assert ops["stablehlo.sort"] == (f"tensor<64x{k}xi32>", f"tensor<64x{k}xi32>")
-      triton = [op for op in ops if "triton" in op]
-      assert bool(triton) == (choice == "radix_pallas"), ops
-
-
-def test_cuda_lowering_keeps_cpu_branch_in_multi_platform_export(selection: Callable[[str], None]) -> None:
-  """A program exported for CPU and CUDA runs the CPU fast path on CPU, whatever the GPU selection."""
-  x = _sample(np.float32, (2, 300), 405)
-  selection("radix")
-  exported = export.export(jax.jit(lambda x: dml.top_k(x, 7)), platforms=("cpu", "cuda"))(
-    jax.ShapeDtypeStruct(x.shape, x.dtype)
-  )
-  text = exported.mlir_module()
-  assert "top_k" in text and "scatter" in text  # CPU's lax.top_k and CUDA's compaction, side by side
-  values, indices = export.deserialize(exported.serialize()).call(x)
-  want_values, want_indices = ref_top_k(x, 7, -1, "decreasing")
+def test_pallas_strategy_under_x64_traces_the_cuda_kernel_on_cpu() -> None:
+  """Regression: under x64 the kernel's digit counts summed to int64 into its int32 loop carry, and
+  ``lax.platform_dependent`` traces the CUDA kernel even on CPU, so ``dml.top_k`` failed there too."""
+  x = _sample(np.float32, (3, 40), 406)
+  with x64(), platform.choosing(top_k="radix_pallas"):
+    jaxpr = str(jax.make_jaxpr(lambda x: dml.top_k(x, 5))(x))
+    values, indices = dml.top_k(x, 5)
+  assert "pallas_call" in jaxpr  # the CUDA branch's kernel was traced, not only the CPU one
+  want_values, want_indices = ref_top_k(x, 5, -1, "decreasing")
   np.testing.assert_array_equal(np.asarray(indices), want_indices)
   np.testing.assert_array_equal(bits(values), bits(want_values))
+
+
+# --- the choice of strategy ----------------------------------------------------------------------------------
+
+
+def test_an_unknown_strategy_is_refused_with_the_names() -> None:
+  with platform.choosing(top_k="bitonic"), pytest.raises(ValueError, match="radix_pallas"):
+    dml.top_k(np.arange(6.0, dtype=np.float32), 2)
+
+
+def test_a_new_choice_retraces_the_library_and_clears_no_cache() -> None:
+  """The library's own jitted top_k traces again under a new choice; a caller's compiled programs stay."""
+  x = np.arange(24, dtype=np.int32).reshape(2, 12)
+  unrelated = jax.jit(lambda a: a * 2)
+  unrelated(x)
+  cached = unrelated._cache_size()
+  before = top_k._top_k._cache_size()
+  found = {}
+  with platform.forced("default"):
+    for name in ("sorted_keys", "radix", "sorted_keys"):
+      with platform.choosing(top_k=name):
+        found[name] = "chlo.top_k" in _ops(lambda x: dml.top_k(x, 3), x)
+        np.testing.assert_array_equal(np.asarray(dml.top_k(x, 3)[1]), [[11, 10, 9], [11, 10, 9]])
+  assert found == {"sorted_keys": True, "radix": False}
+  assert top_k._top_k._cache_size() == before + 2  # one program per choice, the third call reused the first
+  assert unrelated._cache_size() == cached
+
+
+def test_every_named_strategy_is_exact_on_every_branch() -> None:
+  """Each strategy by name, on each platform's branch forced on CPU, with NaNs, signed zeros and ties."""
+  x = _sample(np.float32, (3, 1100), 407)
+  for name in sorted(dispatch.BY_NAME):
+    for branch in platform.BRANCHES:
+      with platform.choosing(branch=branch, top_k=name, interpret=True):
+        for direction in DIRECTIONS:
+          k = 1 if name == "peak_reduction" else 7
+          values, indices = dml.top_k(x, k, direction=direction)
+          want_values, want_indices = ref_top_k(x, k, -1, direction)
+          np.testing.assert_array_equal(np.asarray(indices), want_indices, err_msg=f"{name} {branch} {direction}")
+          np.testing.assert_array_equal(bits(values), bits(want_values), err_msg=f"{name} {branch} {direction}")
+
+
+def test_a_strategy_that_is_not_exact_for_the_input_is_refused() -> None:
+  """XLA's GPU kernel keys exist for types of up to 16 bits and float32 only: int32 would lose precision."""
+  x = np.arange(1 << 25, (1 << 25) + 2048, dtype=np.int32).reshape(2, 1024)
+  with platform.choosing(branch="cuda", top_k="gpu_kernel"), pytest.raises(ValueError, match="not exact"):
+    dml.top_k(x, 3)
+  with platform.choosing(branch="cuda", top_k="peak_reduction"), pytest.raises(ValueError, match="not exact"):
+    dml.top_k(x, 3)

@@ -1,0 +1,65 @@
+"""The static facts of one top-k selection, from which a strategy is chosen."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+from dmljax._src import dtypes
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+  """Top-``k`` along the last axis of an array of ``shape`` and ``dtype``; the largest first or the smallest."""
+
+  dtype: np.dtype
+  shape: tuple[int, ...]
+  k: int
+  largest_first: bool
+
+  @classmethod
+  def of(cls, x: jax.Array, k: int, largest_first: bool) -> Case:
+    return cls(np.dtype(x.dtype), tuple(x.shape), k, largest_first)
+
+  @property
+  def n(self) -> int:
+    """The row length."""
+    return self.shape[-1]
+
+  @property
+  def size(self) -> int:
+    return math.prod(self.shape)
+
+  @property
+  def is_float(self) -> bool:
+    return dtypes.is_float(self.dtype)
+
+  @property
+  def bits(self) -> int:
+    return self.dtype.itemsize * 8
+
+
+Select = Callable[[jax.Array, Case], jax.Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class Strategy:
+  """One row of a dispatch table: ``select`` (int32 indices, dmljax's order) runs where ``applies`` holds.
+
+  ``handles`` says where ``select`` is exact (a forced strategy must handle the case); ``applies``
+  adds where it is the platform's fastest.
+  """
+
+  name: str
+  applies: Callable[[Case], bool]
+  select: Select
+  handles: Callable[[Case], bool] = lambda case: True
+
+
+def always(case: Case) -> bool:
+  del case
+  return True
