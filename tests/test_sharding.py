@@ -7,7 +7,8 @@ a batch axis and along the operated axis, both through ``jax.jit``'s
 ``in_shardings`` and through inputs placed with ``jax.device_put``; results are
 compared exactly with the unsharded run. Inputs are small integers (as floats),
 so ties are everywhere and every float sum is exact in any order (sums of exponentials
-are not: LOG_SUM_EXP is compared to a few ulps).
+are not: LOG_SUM_EXP is compared to a few ulps). The top-k that automatic axes take where XLA
+cannot call custom_partitioning's rule (TPUs: a selection in device-count chunks) is forced on CPU.
 """
 
 import math
@@ -23,6 +24,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import dmljax as dml
+from dmljax._src import platform, selection
 
 F32, U32 = dml.DataType.FLOAT32, dml.DataType.UINT32
 _RNG = np.random.default_rng(19271)
@@ -145,6 +147,60 @@ def test_sharded_equals_unsharded(
   by_placement = jax.jit(fn)(*placed)
   _assert_same(by_placement, want, rtol)
   _assert_batch_sharded(by_placement, batch_dim)
+
+
+TOP_K_CASES = [case for case in CASES if "top_k" in case[0]]
+
+
+@pytest.fixture
+def chunk_counts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+  """Fills with the chunk count of every chunked selection lowered (the count is chosen at lowering)."""
+  seen: list[int] = []
+  original = selection._chunked_top_k
+
+  def spy(*args: Any, chunks: int, **kwargs: Any) -> Any:
+    seen.append(chunks)
+    return original(*args, chunks=chunks, **kwargs)
+
+  monkeypatch.setattr(selection, "_chunked_top_k", spy)
+  return seen
+
+
+@pytest.mark.parametrize(("name", "fn", "args", "specs", "batch_dim"), TOP_K_CASES, ids=[c[0] for c in TOP_K_CASES])
+def test_chunked_selection_on_automatic_axes(
+  name: str,
+  fn: Callable[..., Any],
+  args: tuple[np.ndarray, ...],
+  specs: tuple[P, ...],
+  batch_dim: Any,
+  chunk_counts: list[int],
+) -> None:
+  """Where XLA cannot call custom_partitioning's rule (TPUs), automatic axes select in device-count chunks.
+
+  The non-CPU branch, forced on CPU: the sequences (16 or 8 long here) are cut in gcd(length, 8 devices) = 8
+  chunks, and the result is the unsharded one. (XLA:CPU never partitions a TopK, so the bytes this moves on
+  CPU say nothing about a TPU; benchmarks/tpu_automatic_mesh.py measures them compiled for one.)
+  """
+  del name, batch_dim
+  shardings = tuple(NamedSharding(_mesh("auto"), s) for s in specs)
+  with platform.forced("default"):
+    want = jax.jit(fn)(*args)
+    assert chunk_counts == []  # a one-device program selects whole sequences
+    _assert_same(jax.jit(fn, in_shardings=shardings)(*args), want)
+  assert chunk_counts == [8]
+
+
+@pytest.mark.parametrize(("length", "chunks"), [(12, [4]), (7, [])])
+def test_chunk_count_divides_the_length_and_the_device_count(
+  length: int, chunks: list[int], chunk_counts: list[int]
+) -> None:
+  """12 elements in a program of 8 devices: 4 chunks of 3; 7 elements: no chunks (one plain selection)."""
+  x = _ties((8, length))
+  sharding = NamedSharding(_mesh("auto"), P("b", "x" if length % 4 == 0 else None))
+  with platform.forced("default"):
+    got = jax.jit(lambda x: dml.top_k(x, 2), in_shardings=sharding)(x)
+  _assert_same(got, dml.top_k(x, 2))
+  assert chunk_counts == chunks
 
 
 @pytest.mark.parametrize("kind", ["auto", "explicit"])
