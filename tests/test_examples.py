@@ -8,22 +8,16 @@ configuration (strict dtype promotion, rank promotion raises, warnings are error
 import importlib.util
 import pathlib
 import sys
-import types
 
 import numpy as np
 import pytest
+from _helpers import load_example
 
-EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def load(name: str) -> types.ModuleType:
-  spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")
-  assert spec is not None and spec.loader is not None
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+load = load_example
 
 
 def check_picture(result: dict, path: pathlib.Path) -> None:

@@ -11,8 +11,6 @@ are not: LOG_SUM_EXP is compared to a few ulps). The top-k that automatic axes t
 cannot call custom_partitioning's rule (TPUs: a selection in device-count chunks) is forced on CPU.
 """
 
-import math
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _helpers import load_example
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -27,6 +26,7 @@ import dmljax as dml
 from dmljax._src import platform, selection
 
 F32, U32 = dml.DataType.FLOAT32, dml.DataType.UINT32
+collective_bytes = load_example("local_cluster").collective_bytes
 _RNG = np.random.default_rng(19271)
 
 
@@ -239,23 +239,6 @@ def test_top_k_gradient_along_sharded_axis(kind: str) -> None:
   _assert_same(jax.jit(values_jvp)(jax.device_put(x, sharding), tangent), values_jvp(x, tangent))
 
 
-_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4}
-_BYTES |= {"s64": 8, "u64": 8, "f64": 8}
-_COLLECTIVE = re.compile(r"=\s*(.+?)\s+(all-gather|all-reduce|all-to-all|collective-permute|reduce-scatter)(-start)?\(")
-_SHAPE = re.compile(r"\b([a-z]+\d*)\[([\d,]*)\]")
-
-
-def _collective_bytes(compiled: Any) -> int:
-  """Bytes produced by every collective of a compiled program (each device's view, summed)."""
-  total = 0
-  for line in compiled.as_text().splitlines():
-    match = _COLLECTIVE.search(line)
-    if match:
-      for dtype, dims in _SHAPE.findall(match.group(1)):
-        total += _BYTES[dtype] * math.prod(int(d) for d in dims.split(",") if d)
-  return total
-
-
 @pytest.mark.parametrize("kind", ["auto", "explicit"])
 def test_only_candidates_cross_devices(kind: str) -> None:
   """A top-k / argmin / argmax along an axis sharded 8 ways moves less than one device's shard."""
@@ -264,7 +247,7 @@ def test_only_candidates_cross_devices(kind: str) -> None:
   sharding = NamedSharding(mesh, P(None, "v"))
   shard_bytes = logits.nbytes // 8
   plain = jax.jit(lambda x: jax.lax.top_k(x, 8), in_shardings=sharding).lower(logits).compile()
-  assert _collective_bytes(plain) >= shard_bytes
+  assert collective_bytes(plain) >= shard_bytes
   placed = jax.device_put(logits, sharding)
   fns = [
     lambda x: dml.top_k(x, 8),
@@ -278,7 +261,7 @@ def test_only_candidates_cross_devices(kind: str) -> None:
       (jax.jit(fn, in_shardings=sharding).lower(logits).compile(), logits),
       (jax.jit(fn).lower(placed).compile(), placed),
     ]:
-      assert 0 < _collective_bytes(compiled) < shard_bytes
+      assert 0 < collective_bytes(compiled) < shard_bytes
       _assert_same(compiled(arg), want)
 
 
