@@ -147,6 +147,16 @@ _COLLECTIVE = re.compile(r"=\s*(.+?)\s+(all-gather|all-reduce|all-to-all|collect
 _SHAPE = re.compile(r"\b([a-z]+\d*)\[([\d,]*)\]")
 
 
+def collectives(compiled: Any) -> list[tuple[str, str]]:
+  """Every collective of a compiled program: its kind (``all-gather``, ...) and its result type on one device."""
+  found = []
+  for line in compiled.as_text().splitlines():
+    match = _COLLECTIVE.search(line)
+    if match:
+      found.append((match.group(2), re.sub(r"\{[^}]*\}", "", match.group(1))))  # layouts dropped
+  return found
+
+
 def collective_bytes(compiled: Any) -> int:
   """Bytes the collectives of a compiled program produce on one device (each collective's result, summed).
 
@@ -154,11 +164,9 @@ def collective_bytes(compiled: Any) -> int:
   reaches each device from the others.
   """
   total = 0
-  for line in compiled.as_text().splitlines():
-    match = _COLLECTIVE.search(line)
-    if match:
-      for dtype, dims in _SHAPE.findall(match.group(1)):
-        total += _BYTES[dtype] * math.prod(int(d) for d in dims.split(",") if d)
+  for _, result in collectives(compiled):
+    for dtype, dims in _SHAPE.findall(result):
+      total += _BYTES[dtype] * math.prod(int(d) for d in dims.split(",") if d)
   return total
 
 
