@@ -5,8 +5,8 @@ runs under ``jax.jit`` on a global mesh of the 8 devices, ``("p", "x")`` of shap
 process ``p``'s devices: an axis split over ``"p"`` (or over both axes) is split across the two processes.
 Each case runs on automatic axes (``jax.sharding.Mesh``) and on explicit ones (``jax.make_mesh``), on
 global arrays built from the same NumPy inputs in both processes. Each process writes what it got
-(every output, fetched whole) and the bytes the collectives of the selections move to
-``process_<i>.npz`` in the folder it is given; the test compares them with a one-process run of
+(every output, fetched whole) to ``process_<i>.npz``, and the bytes each case's collectives move to each
+device to ``process_<i>.json``, in the folder it is given; the test compares them with a one-process run of
 ``CASES``.
 
 Inputs are small integers (as floats), so ties are everywhere and sums are exact in any order; the
@@ -57,13 +57,12 @@ VALUES_AT = np.arange(12 * 16, dtype=np.float32).reshape(12, 16)  # gather_nd's 
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-  """A function of NumPy-shaped inputs and the PartitionSpec of each input over the ("p", "x") mesh."""
+  """A function of NumPy inputs and the PartitionSpec of each input over the ("p", "x") mesh."""
 
   name: str
   fn: Callable[..., Any]
   args: tuple[np.ndarray, ...]
   specs: tuple[P, ...]
-  measured: bool = False  # the bytes its collectives move are recorded (the selections)
 
 
 def _every_reduction(x: jax.Array, axes: Any) -> tuple[jax.Array, ...]:
@@ -80,12 +79,12 @@ def _grad_gather(table: jax.Array, ids: jax.Array) -> jax.Array:
 
 ACROSS = P(None, ("p", "x"))  # the last axis over all 8 devices, 4 in each process
 CASES = [
-  Case("top_k", lambda x: dml.top_k(x, K), (X,), (ACROSS,), measured=True),
-  Case("top_k_increasing", lambda x: dml.top_k(x, K, direction="increasing"), (X,), (ACROSS,), measured=True),
+  Case("top_k", lambda x: dml.top_k(x, K), (X,), (ACROSS,)),
+  Case("top_k_increasing", lambda x: dml.top_k(x, K, direction="increasing"), (X,), (ACROSS,)),
   # The batch split within each process, the sequence across the two.
   Case("top_k_batch_and_sequence", lambda x: dml.top_k(x, K), (X,), (P("x", "p"),)),
-  Case("argmin", lambda x: dml.argmin(x, 1), (X,), (ACROSS,), measured=True),
-  Case("argmax_last", lambda x: dml.argmax(x, 1, direction="decreasing"), (X,), (ACROSS,), measured=True),
+  Case("argmin", lambda x: dml.argmin(x, 1), (X,), (ACROSS,)),
+  Case("argmax_last", lambda x: dml.argmax(x, 1, direction="decreasing"), (X,), (ACROSS,)),
   Case(
     "arg_several_axes",
     lambda x: (dml.argmin(x, (1, 2)), dml.argmax(x, (1, 2), direction="decreasing"), dml.argmax(x, (0, 2))),
@@ -144,8 +143,7 @@ def main(out_dir: pathlib.Path) -> None:
       compiled = jax.jit(case.fn).lower(*args).compile()
       for n, leaf in enumerate(jax.tree.leaves(compiled(*args))):
         results[f"{kind}/{case.name}/{n}"] = _fetch(leaf)
-      if case.measured:
-        moved[f"{kind}/{case.name}"] = collective_bytes(compiled)
+      moved[f"{kind}/{case.name}"] = collective_bytes(compiled)
   across = NamedSharding(_meshes()["auto"], ACROSS)
   moved["auto/lax.top_k"] = collective_bytes(jax.jit(lambda x: jax.lax.top_k(x, K)).lower(_global(X, across)).compile())
   # jax.export of the multi-process program on explicit axes: serialized, read back and run on the global array.
