@@ -190,6 +190,21 @@ def test_chunked_selection_on_automatic_axes(
   assert chunk_counts == [8]
 
 
+@pytest.mark.parametrize("descending", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_chunked_selection_equals_the_whole_sequence_selection(dtype: Any, descending: bool) -> None:
+  """Chunk candidates and their merge keep the value order, the index tie rule and ``last`` (ties to the highest)."""
+  x = _ties((3, 4, 24)).astype(dtype)
+  if dtype == np.float32:
+    x[0, 0, [1, 7, 20]], x[1, 2, [3, 12]] = np.nan, [-0.0, 0.0]
+  else:
+    x[2, 1, [5, 17]] = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+  for k, last in [(1, False), (1, True), (5, False), (24, False)]:
+    for chunks in (2, 3, 8):
+      got = selection._chunked_top_k(jnp.asarray(x), k, descending, last, chunks)
+      _assert_same(got, selection.local_top_k(jnp.asarray(x), k, descending, last))
+
+
 @pytest.mark.parametrize(("length", "chunks"), [(12, [4]), (7, [])])
 def test_chunk_count_divides_the_length_and_the_device_count(
   length: int, chunks: list[int], chunk_counts: list[int]
