@@ -49,6 +49,8 @@ def _child_environment(devices: int, port: int, processes: int, process_id: int)
   env["XLA_FLAGS"] = " ".join([*flags, f"{_DEVICES_FLAG}={devices}"])
   env["JAX_PLATFORMS"] = "cpu"
   env["LOCAL_CLUSTER"] = f"{port},{processes},{process_id}"
+  # The processes import what this one imports (a checkout's dmljax rather than another installed one, say).
+  env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(path or os.curdir) for path in sys.path)
   return env
 
 
@@ -119,9 +121,9 @@ def _join_and_run(program: str, args: list[str]) -> None:
     num_processes=processes,
     process_id=process_id,
     coordinator_bind_address=address,
-    initialization_timeout=60,
   )
   sys.argv = [program, *args]
+  sys.path.insert(0, os.path.dirname(os.path.abspath(program)))  # as ``python program.py`` would
   try:
     runpy.run_path(program, run_name="__main__")
   except SystemExit as exit:
