@@ -25,6 +25,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import export
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -148,9 +149,9 @@ def main(out_dir: pathlib.Path) -> None:
   moved["auto/lax.top_k"] = collective_bytes(jax.jit(lambda x: jax.lax.top_k(x, K)).lower(_global(X, across)).compile())
   # jax.export of the multi-process program on explicit axes: serialized, read back and run on the global array.
   sharding = NamedSharding(_meshes()["explicit"], ACROSS)
-  exported = jax.export.export(jax.jit(export_case))(jax.ShapeDtypeStruct(X.shape, X.dtype, sharding=sharding))
+  exported = export.export(jax.jit(export_case))(jax.ShapeDtypeStruct(X.shape, X.dtype, sharding=sharding))
   assert exported.nr_devices == 8
-  restored = jax.export.deserialize(exported.serialize())
+  restored = export.deserialize(exported.serialize())
   for n, leaf in enumerate(jax.tree.leaves(restored.call(_global(X, sharding)))):
     results[f"export/{n}"] = _fetch(leaf)
   process = jax.process_index()
