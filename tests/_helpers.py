@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import pathlib
 import re
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +31,18 @@ DML_NUMPY = {
   "UINT64": np.dtype(np.uint64),
 }
 NUMPY_DML = {dtype: name for name, dtype in DML_NUMPY.items()}
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+
+
+def load_example(name: str) -> types.ModuleType:
+  """``examples/<name>.py`` as a module (examples/ is no package)."""
+  spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")
+  assert spec is not None and spec.loader is not None
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
 
 BFLOAT16 = np.dtype(jnp.bfloat16)
 SMALL_FLOATS = (np.dtype(np.float16), BFLOAT16, np.dtype(np.float32))

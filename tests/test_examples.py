@@ -8,22 +8,16 @@ configuration (strict dtype promotion, rank promotion raises, warnings are error
 import importlib.util
 import pathlib
 import sys
-import types
 
 import numpy as np
 import pytest
+from _helpers import EXAMPLES, load_example
 
-EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def load(name: str) -> types.ModuleType:
-  spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")
-  assert spec is not None and spec.loader is not None
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+load = load_example
 
 
 def check_picture(result: dict, path: pathlib.Path) -> None:
@@ -82,6 +76,15 @@ def test_lm_decoding(tmp_path):
   assert result["valid_sampled"] > 0.9
   assert result["valid_beams"] > 0.9
   check_picture(result, tmp_path / "lm_decoding.png")
+
+
+def test_sharded_decoding(monkeypatch):
+  monkeypatch.syspath_prepend(str(EXAMPLES))  # the example imports examples/local_cluster.py, its launcher
+  result = load("sharded_decoding").main(fast=True)
+  assert result["same_tokens"]
+  # Only every shard's candidates cross devices, where jax.lax.top_k gathers all the logits.
+  assert result["dml_bytes"] <= result["candidate_bytes"] < result["logit_bytes"] <= result["lax_bytes"]
+  assert result["distinct_tokens"] > 50  # 8 prompts x 12 steps, sampled, not a fixed point
 
 
 @pytest.mark.parametrize("name", ["digits_classifier", "knn_point_clouds", "moe_layer", "lm_decoding"])

@@ -15,10 +15,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 from jax import export
-from jax.sharding import NamedSharding
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import dmljax as dml
+from dmljax._src import platform
 
 F32, U32, I64 = dml.DataType.FLOAT32, dml.DataType.UINT32, dml.DataType.INT64
 _RNG = np.random.default_rng(5)
@@ -146,3 +147,28 @@ def test_program_sharded_over_explicit_axes_exports(spec: P) -> None:
     np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
   if spec[0] == "b":
     assert all(leaf.sharding.spec[0] == "b" for leaf in jax.tree.leaves(got))
+
+
+def test_program_sharded_over_automatic_axes_exports_where_top_k_selects_in_chunks() -> None:
+  """Off CPU, CUDA and ROCm (TPUs), automatic axes select in device-count chunks: no Python rule, so it serializes.
+
+  Exported for TPU, the module holds no partitioning callback; with the non-CPU branch forced on CPU, the
+  exported program runs and equals the unsharded call. (On CPU the rule is custom_partitioning's callback, which
+  jax.export refuses: explicit axes export there.)
+  """
+  sharding = NamedSharding(Mesh(np.array(jax.devices()).reshape(2, 4), ("b", "x")), P("b", "x"))
+  x = _values((8, 64), np.float32)
+  spec = jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
+
+  def fn(x: jax.Array) -> Any:
+    return dml.top_k(x, 5), dml.top_k(x, 3, direction="increasing")
+
+  for_tpu = export.export(jax.jit(fn), platforms=("tpu",))(spec)
+  assert for_tpu.nr_devices == 8 and "CustomSPMDPartitioning" not in for_tpu.mlir_module()
+  assert "tensor<8x8x8xf32>" in for_tpu.mlir_module()  # the rows cut in 8 chunks of 8, one per device
+  assert export.deserialize(for_tpu.serialize()).platforms == ("tpu",)
+  with platform.forced("default"):
+    restored = export.deserialize(export.export(jax.jit(fn))(spec).serialize())
+    got = restored.call(jax.device_put(x, sharding))
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(fn(x)), strict=True):
+    np.testing.assert_array_equal(np.asarray(g), np.asarray(w))

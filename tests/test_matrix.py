@@ -252,9 +252,11 @@ PATHS: list[Path] = [
     "top_k/cuda_chunked_int_keys", (4, 2048), 5, 1, "cuda", make=_tied_int, grad_args=(), strategy="chunked_sorts"
   ),
   _top_k_row("top_k/cuda_short_rows", (6, 40), 5, 1, "cuda", strategy="sorted_keys", hlo=("top_k",)),
-  # TPU: XLA's TPU TopK on keys every comparison orders alike (the total-order view for 32-bit integers).
-  _top_k_row("top_k/tpu_kernel_keys", (6, 40), 5, 1, "tpu", strategy="tpu_kernel", hlo=("top_k",)),
-  _top_k_row("top_k/tpu_int_keys", (6, 40), 5, 1, "tpu", make=_tied_int, grad_args=(), strategy="tpu_kernel"),
+  # TPU: XLA's TPU TopK on keys every comparison orders alike (the total-order view for 32-bit integers); short
+  # rows sort keys and values together.
+  _top_k_row("top_k/tpu_kernel_keys", (4, 512), 5, 1, "tpu", strategy="tpu_kernel", hlo=("top_k",)),
+  _top_k_row("top_k/tpu_int_keys", (4, 512), 5, 1, "tpu", make=_tied_int, grad_args=(), strategy="tpu_kernel"),
+  _top_k_row("top_k/tpu_short_rows", (6, 40), 5, 1, "tpu", strategy="sorted_with_values", hlo=("stablehlo.sort",)),
   _top_k_row("top_k/default_int_keys", (6, 40), 5, 1, "default", strategy="sorted_keys", hlo=("top_k",)),
   _top_k_row(
     "top_k/sort_past_int32",
@@ -506,6 +508,8 @@ def _applies(row: Path, column: str) -> bool:
 # a fixed-seed sample, drawn so that every row and every column is present, plus the cells that once failed.
 _SAMPLE = 0.5
 _ALWAYS = {
+  # The non-CPU branch on automatic axes: the selection in device-count chunks (TPUs cannot run custom_partitioning).
+  ("top_k/default_int_keys", "auto_op"),
   # Sharded selection of rows past lax.top_k's int32 indices: shards used to return int32 indices.
   ("top_k/sort_past_int32", "auto_op"),
   ("top_k/sort_past_int32", "explicit_op"),
@@ -611,10 +615,13 @@ def test_forcing_a_branch_changes_the_program(row: Path) -> None:
 
 
 # (row, explicit axes, functions the partitioned program must reach, text it must not hold), sharded along the
-# operated axis: the per-shard selection and merge (a custom_partitioning rule on automatic axes, a shard_map on
-# explicit ones), argmin/argmax's (key, index) reduction on explicitly sharded axes, MULTIPLY's plain product there.
+# operated axis: the per-shard selection and merge (a custom_partitioning rule on automatic axes on CPU, a
+# shard_map on explicit ones), the selection in device-count chunks on automatic axes elsewhere (no Python
+# partitioning rule in the program), argmin/argmax's (key, index) reduction on explicitly sharded axes,
+# MULTIPLY's plain product there.
 _SHARDED_PATHS = [
   ("top_k/cpu_plain_float", False, ((selection, "_per_shard_top_k"),), ()),
+  ("top_k/default_int_keys", False, ((selection, "_chunked_top_k"),), ("CustomSPMDPartitioning",)),
   ("top_k/cpu_plain_float", True, ((selection, "_per_shard_top_k"),), ()),
   ("top_k/default_int_keys", True, ((selection, "_per_shard_top_k"),), ()),
   ("argmax/cpu_top1", False, ((selection, "_per_shard_top_k"),), ()),

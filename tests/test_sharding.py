@@ -7,11 +7,10 @@ a batch axis and along the operated axis, both through ``jax.jit``'s
 ``in_shardings`` and through inputs placed with ``jax.device_put``; results are
 compared exactly with the unsharded run. Inputs are small integers (as floats),
 so ties are everywhere and every float sum is exact in any order (sums of exponentials
-are not: LOG_SUM_EXP is compared to a few ulps).
+are not: LOG_SUM_EXP is compared to a few ulps). The top-k that automatic axes take where XLA
+cannot call custom_partitioning's rule (TPUs: a selection in device-count chunks) is forced on CPU.
 """
 
-import math
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -19,12 +18,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _helpers import load_example
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import dmljax as dml
+from dmljax._src import platform, selection
 
 F32, U32 = dml.DataType.FLOAT32, dml.DataType.UINT32
+collective_bytes = load_example("local_cluster").collective_bytes
 _RNG = np.random.default_rng(19271)
 
 
@@ -147,6 +149,79 @@ def test_sharded_equals_unsharded(
   _assert_batch_sharded(by_placement, batch_dim)
 
 
+TOP_K_CASES = [case for case in CASES if "top_k" in case[0]]
+
+
+@pytest.fixture
+def chunk_counts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+  """Fills with the chunk count of every chunked selection lowered (the count is chosen at lowering)."""
+  seen: list[int] = []
+  original = selection._chunked_top_k
+
+  def spy(*args: Any, chunks: int, **kwargs: Any) -> Any:
+    seen.append(chunks)
+    return original(*args, chunks=chunks, **kwargs)
+
+  monkeypatch.setattr(selection, "_chunked_top_k", spy)
+  return seen
+
+
+@pytest.mark.parametrize(("name", "fn", "args", "specs", "batch_dim"), TOP_K_CASES, ids=[c[0] for c in TOP_K_CASES])
+def test_chunked_selection_on_automatic_axes(
+  name: str,
+  fn: Callable[..., Any],
+  args: tuple[np.ndarray, ...],
+  specs: tuple[P, ...],
+  batch_dim: Any,
+  chunk_counts: list[int],
+) -> None:
+  """Where XLA cannot call custom_partitioning's rule (TPUs), automatic axes select in device-count chunks.
+
+  The non-CPU branch, forced on CPU: the sequences (16 or 8 long here) are cut in gcd(length, 8 devices) = 8
+  chunks, and the result is the unsharded one. (XLA:CPU never partitions a TopK, so the bytes this moves on
+  CPU say nothing about a TPU; benchmarks/tpu_automatic_mesh.py measures them compiled for one.)
+  """
+  del name, batch_dim
+  shardings = tuple(NamedSharding(_mesh("auto"), s) for s in specs)
+
+  def traced_afresh(*a: Any) -> Any:  # not a function jitted before, under the platform's own branch
+    return fn(*a)
+
+  with platform.forced("default"):
+    want = jax.jit(traced_afresh)(*args)
+    assert chunk_counts == []  # a one-device program selects whole sequences
+    _assert_same(jax.jit(traced_afresh, in_shardings=shardings)(*args), want)
+  assert chunk_counts == [8]
+
+
+@pytest.mark.parametrize("descending", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_chunked_selection_equals_the_whole_sequence_selection(dtype: Any, descending: bool) -> None:
+  """Chunk candidates and their merge keep the value order, the index tie rule and ``last`` (ties to the highest)."""
+  x = _ties((3, 4, 24)).astype(dtype)
+  if dtype == np.float32:
+    x[0, 0, [1, 7, 20]], x[1, 2, [3, 12]] = np.nan, [-0.0, 0.0]
+  else:
+    x[2, 1, [5, 17]] = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+  for k, last in [(1, False), (1, True), (5, False), (24, False)]:
+    for chunks in (2, 3, 8):
+      got = selection._chunked_top_k(jnp.asarray(x), k, descending, last, chunks)
+      _assert_same(got, selection.local_top_k(jnp.asarray(x), k, descending, last))
+
+
+@pytest.mark.parametrize(("length", "chunks"), [(12, [4]), (7, [])])
+def test_chunk_count_divides_the_length_and_the_device_count(
+  length: int, chunks: list[int], chunk_counts: list[int]
+) -> None:
+  """12 elements in a program of 8 devices: 4 chunks of 3; 7 elements: no chunks (one plain selection)."""
+  x = _ties((8, length))
+  sharding = NamedSharding(_mesh("auto"), P("b", "x" if length % 4 == 0 else None))
+  with platform.forced("default"):
+    got = jax.jit(lambda x: dml.top_k(x, 2), in_shardings=sharding)(x)
+  _assert_same(got, dml.top_k(x, 2))
+  assert chunk_counts == chunks
+
+
 @pytest.mark.parametrize("kind", ["auto", "explicit"])
 def test_one_hot_output_sharded_along_its_axis(kind: str) -> None:
   mesh = _mesh(kind)
@@ -183,23 +258,6 @@ def test_top_k_gradient_along_sharded_axis(kind: str) -> None:
   _assert_same(jax.jit(values_jvp)(jax.device_put(x, sharding), tangent), values_jvp(x, tangent))
 
 
-_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4}
-_BYTES |= {"s64": 8, "u64": 8, "f64": 8}
-_COLLECTIVE = re.compile(r"=\s*(.+?)\s+(all-gather|all-reduce|all-to-all|collective-permute|reduce-scatter)(-start)?\(")
-_SHAPE = re.compile(r"\b([a-z]+\d*)\[([\d,]*)\]")
-
-
-def _collective_bytes(compiled: Any) -> int:
-  """Bytes produced by every collective of a compiled program (each device's view, summed)."""
-  total = 0
-  for line in compiled.as_text().splitlines():
-    match = _COLLECTIVE.search(line)
-    if match:
-      for dtype, dims in _SHAPE.findall(match.group(1)):
-        total += _BYTES[dtype] * math.prod(int(d) for d in dims.split(",") if d)
-  return total
-
-
 @pytest.mark.parametrize("kind", ["auto", "explicit"])
 def test_only_candidates_cross_devices(kind: str) -> None:
   """A top-k / argmin / argmax along an axis sharded 8 ways moves less than one device's shard."""
@@ -208,7 +266,7 @@ def test_only_candidates_cross_devices(kind: str) -> None:
   sharding = NamedSharding(mesh, P(None, "v"))
   shard_bytes = logits.nbytes // 8
   plain = jax.jit(lambda x: jax.lax.top_k(x, 8), in_shardings=sharding).lower(logits).compile()
-  assert _collective_bytes(plain) >= shard_bytes
+  assert collective_bytes(plain) >= shard_bytes
   placed = jax.device_put(logits, sharding)
   fns = [
     lambda x: dml.top_k(x, 8),
@@ -222,7 +280,7 @@ def test_only_candidates_cross_devices(kind: str) -> None:
       (jax.jit(fn, in_shardings=sharding).lower(logits).compile(), logits),
       (jax.jit(fn).lower(placed).compile(), placed),
     ]:
-      assert 0 < _collective_bytes(compiled) < shard_bytes
+      assert 0 < collective_bytes(compiled) < shard_bytes
       _assert_same(compiled(arg), want)
 
 

@@ -222,14 +222,12 @@ def arg_extreme(
 def _first_or_last_peak(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dtype, *, last: bool) -> jax.Array:
   """The lowest (or highest) flat index over ``axes`` at which ``key`` takes its maximum.
 
-  * CPU, trailing axes: a top-1 selection of the key rows (XLA:CPU's vectorised selection; see
-    :mod:`selection`, which along a sharded axis exchanges one candidate per shard; the last peak is
-    the first one of each shard's reversed rows).
-  * TPU, the last axis alone: the same top-1 selection, which is XLA's TPU TopK there.
+  * CPU and TPU, trailing axes: top-1 selections (XLA:CPU's vectorised selection, XLA's TPU TopK),
+    one per axis from the innermost out (:func:`_peak_by_selections`); along a sharded axis each
+    exchanges one candidate per shard (see :mod:`selection`).
   * Otherwise, and on GPUs: one variadic reduction of (key, flat index) pairs (:func:`peak.peak_index`),
-    as ``jnp.argmax`` compiles; it reduces over several axes at once, with no reshape (a relayout on
-    TPUs), and XLA's SPMD partitioner splits it over a sharded axis, so only a peak and an index per
-    shard cross devices.
+    as ``jnp.argmax`` compiles; XLA's SPMD partitioner splits it over a sharded axis, so only a peak
+    and an index per shard cross devices.
   """
   kept = key.ndim - len(axes)
   trailing = axes == tuple(range(kept, key.ndim))
@@ -240,12 +238,36 @@ def _first_or_last_peak(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dt
   if not trailing or flat_dtype != np.int32 or shardings.splits_explicitly(key, axes):
     return by_reduction(key)
 
-  def top_1(key: jax.Array) -> jax.Array:
-    rows = key.reshape(*key.shape[:kept], math.prod(key.shape[kept:]))
-    return selection.top_k_last_axis(rows, 1, True, last)[1][..., 0]
+  def by_selections(key: jax.Array) -> jax.Array:
+    return _peak_by_selections(key, len(axes), last=last)
 
-  tpu = top_1 if len(axes) == 1 and key.dtype.itemsize <= 4 else by_reduction
-  return platform.branch(key, cpu=top_1, tpu=tpu, default=by_reduction)
+  tpu = by_selections if key.dtype.itemsize <= 4 else by_reduction
+  return platform.branch(key, cpu=by_selections, tpu=tpu, default=by_reduction)
+
+
+def _peak_by_selections(key: jax.Array, count: int, *, last: bool) -> jax.Array:
+  """The flat index of the first (``last``: final) maximum over the ``count`` trailing axes, by top-1 selections.
+
+  The innermost axis first: each row's peak and its position, then the peak of those peaks along the next
+  axis out, and so on. Among equal peaks the lower (``last``: higher) outer position wins, and within it
+  the inner position already chosen, which is the lowest (highest) flat index. No axes are merged, so a
+  sharded axis stays sharded (merging a split inner axis with another would gather the keys) and TPUs
+  need no relayout.
+  """
+  index = None
+  stride = 1
+  for _ in range(count):
+    size = key.shape[-1]
+    peaks, position = selection.top_k_last_axis(key, 1, True, last)
+    key, position = peaks[..., 0], position[..., 0]
+    if index is None:
+      index = position
+    else:
+      inner = jnp.take_along_axis(index, position[..., None], axis=-1, mode="promise_in_bounds")[..., 0]
+      index = position * np.array(stride, position.dtype) + inner
+    stride *= size
+  assert index is not None
+  return index
 
 
 def _functional(

@@ -12,13 +12,26 @@ the result equals the unsharded one bit for bit, indices included.
 
 Which path runs is decided without the caller's help:
 
-* meshes with automatic axes (``jax.sharding.Mesh``, or shardings given only
-  by ``jax.jit``'s ``in_shardings``): the kernel is wrapped in
-  :func:`jax.experimental.custom_partitioning`, whose partitioning rule sees the
-  operand's sharding when XLA partitions the program;
 * explicit axes (``jax.make_mesh``'s default): the sharding is part of the
-  array's type at trace time, and a sharded sequence axis runs the same
-  per-shard function under :func:`jax.shard_map`.
+  array's type at trace time, and a sharded sequence axis runs the per-shard
+  function under :func:`jax.shard_map`, on every backend;
+* automatic axes (``jax.sharding.Mesh``, or shardings given only by
+  ``jax.jit``'s ``in_shardings``), where the operand's sharding is known only
+  when XLA partitions the program:
+
+  - on CPU and CUDA, the kernel is wrapped in
+    :func:`jax.experimental.custom_partitioning`, whose Python rule XLA calls
+    with the operand's sharding;
+  - elsewhere (TPUs), XLA cannot call that rule: JAX registers it with PJRT
+    plugins through their custom-partitioner extension, which libtpu does not
+    implement (``Custom emitter for CustomSPMDPartitioning not found``, on a
+    real TPU as when compiling for one without it). There the program is cut
+    into as many chunks as it has devices (``gcd(length, devices)``; chosen
+    when the program is lowered, the first moment the device count is known):
+    every chunk selects its ``k`` candidates and one selection merges them.
+    A sharded axis is split along chunk boundaries, so the per-chunk
+    selections stay on their devices and only candidates move. No Python
+    runs inside XLA, so such programs also serialize with ``jax.export``.
 
 ``jax.vmap`` goes through a :func:`jax.custom_batching.custom_vmap` rule (the
 kernel handles any number of leading axes) and differentiation through a
@@ -38,13 +51,17 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.experimental.custom_partitioning import custom_partitioning
+from jax.extend.core import Primitive
+from jax.interpreters import mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dmljax._src import shardings
+from dmljax._src import platform, shardings
 from dmljax._src.strategies import dispatch
 
+Selected = tuple[jax.Array, jax.Array]
 
-def local_top_k(sequences: jax.Array, k: int, descending: bool, last: bool = False) -> tuple[jax.Array, jax.Array]:
+
+def local_top_k(sequences: jax.Array, k: int, descending: bool, last: bool = False) -> Selected:
   """Values and int32 indices of the ``k`` first elements along the last axis, ties by lower index.
 
   With ``last`` (``k == 1`` only), the tie goes to the highest index: the first extreme of the
@@ -56,27 +73,55 @@ def local_top_k(sequences: jax.Array, k: int, descending: bool, last: bool = Fal
     size = sequences.shape[-1]
     values, indices = local_top_k(lax.rev(sequences, (sequences.ndim - 1,)), 1, descending)
     return values, jnp.int32(size - 1) - indices
-  indices = dispatch.top_k_indices(sequences, k, descending)
-  values = jnp.take_along_axis(sequences, indices, axis=-1, mode="promise_in_bounds")
-  return values, indices
+  return dispatch.top_k(sequences, k, descending)
+
+
+def _candidates(part: jax.Array, k: int, descending: bool, last: bool, start: jax.Array, wide: np.dtype) -> Selected:
+  """The ``k`` first elements of each part of a sequence, indexed in the whole sequence (``start``: the part's first).
+
+  Global indices take the type ``wide`` that the unsharded selection gives the whole sequence.
+  """
+  values, indices = local_top_k(part, min(k, part.shape[-1]), descending, last)
+  return values, indices.astype(wide) + start
+
+
+def _merge(values: jax.Array, indices: jax.Array, k: int, descending: bool, last: bool) -> Selected:
+  """The ``k`` first of the parts' candidates, laid out part after part along the last axis.
+
+  Within a part, equal values lie in index order, and parts in sequence order, so among equal
+  values a lower position is a lower global index: the kernel's tie-break is the global one.
+  """
+  merged, position = local_top_k(values, k, descending, last)
+  return merged, jnp.take_along_axis(indices, position, axis=-1, mode="promise_in_bounds")
 
 
 def _per_shard_top_k(
   shard: jax.Array, k: int, descending: bool, last: bool, names: shardings.AxisNames, length: int
-) -> tuple[jax.Array, jax.Array]:
-  """Runs on each shard of sequences of ``length``, inside a manual (shard_map-like) context over ``names``.
-
-  Global indices take the type the unsharded selection gives sequences of ``length``.
-  """
-  size = shard.shape[-1]
-  values, indices = local_top_k(shard, min(k, size), descending, last)
+) -> Selected:
+  """Runs on each shard of sequences of ``length``, inside a manual (shard_map-like) context over ``names``."""
   wide = dispatch.index_dtype(length)
-  indices = indices.astype(wide) + lax.axis_index(names).astype(wide) * np.array(size, wide)
+  start = lax.axis_index(names).astype(wide) * np.array(shard.shape[-1], wide)
+  values, indices = _candidates(shard, k, descending, last, start, wide)
   axis = shard.ndim - 1
   values = lax.all_gather(values, names, axis=axis, tiled=True)
   indices = lax.all_gather(indices, names, axis=axis, tiled=True)
-  merged, position = local_top_k(values, k, descending, last)
-  return merged, jnp.take_along_axis(indices, position, axis=-1, mode="promise_in_bounds")
+  return _merge(values, indices, k, descending, last)
+
+
+def _chunked_top_k(sequences: jax.Array, k: int, descending: bool, last: bool, chunks: int) -> Selected:
+  """The selection as ``chunks`` equal chunks of every sequence, each selecting its candidates, and a merge.
+
+  Written in ordinary operations that XLA partitions by itself: where the sequence axis is split
+  over devices along chunk boundaries, each chunk's selection runs where the chunk lies and only
+  the candidates travel to the merge.
+  """
+  *batch, length = sequences.shape
+  size = length // chunks
+  wide = dispatch.index_dtype(length)
+  start = lax.broadcasted_iota(wide, (*batch, chunks, 1), len(batch)) * np.array(size, wide)
+  values, indices = _candidates(sequences.reshape(*batch, chunks, size), k, descending, last, start, wide)
+  count = chunks * values.shape[-1]
+  return _merge(values.reshape(*batch, count), indices.reshape(*batch, count), k, descending, last)
 
 
 def _partition(
@@ -104,28 +149,87 @@ def _partition(
 
 
 @functools.partial(custom_partitioning, static_argnums=(1, 2, 3))
-def _partitioned_top_k(sequences: jax.Array, k: int, descending: bool, last: bool) -> tuple[jax.Array, jax.Array]:
+def _partitioned_top_k(sequences: jax.Array, k: int, descending: bool, last: bool) -> Selected:
   return local_top_k(sequences, k, descending, last)
 
 
 _partitioned_top_k.def_partition(partition=_partition, sharding_rule="... n -> ... k, ... k")
 
 
-def _dispatch(sequences: jax.Array, k: int, descending: bool, last: bool) -> tuple[jax.Array, jax.Array]:
+# The selection in device-count chunks (_chunked_top_k), as a primitive whose lowering rule picks the chunk count:
+# a traced function cannot see how many devices its program will run on, a lowering rule can.
+_top_k_by_chunks_p = Primitive("dmljax_top_k_by_chunks")
+_top_k_by_chunks_p.multiple_results = True
+
+
+@_top_k_by_chunks_p.def_impl
+def _top_k_by_chunks_impl(sequences: jax.Array, *, k: int, descending: bool, last: bool) -> Selected:
+  return local_top_k(sequences, k, descending, last)
+
+
+@_top_k_by_chunks_p.def_abstract_eval
+def _top_k_by_chunks_abstract_eval(aval: Any, *, k: int, descending: bool, last: bool) -> list[Any]:
+  outputs = jax.eval_shape(
+    functools.partial(local_top_k, k=k, descending=descending, last=last), jax.ShapeDtypeStruct(aval.shape, aval.dtype)
+  )
+  return [aval.update(shape=o.shape, dtype=o.dtype, weak_type=False) for o in outputs]
+
+
+def _program_devices(ctx: Any) -> int:
+  """The number of devices of the program a lowering rule is lowering (1 where the context names none)."""
+  return int(getattr(ctx.module_context.axis_context, "num_devices", 1))
+
+
+def _top_k_by_chunks_lowering(ctx: Any, sequences: Any, *, k: int, descending: bool, last: bool) -> Any:
+  # Every axis split over mesh devices is split in a number of parts that divides both the axis length and
+  # the device count, so in this many chunks no chunk straddles two devices.
+  chunks = math.gcd(ctx.avals_in[0].shape[-1], _program_devices(ctx))
+  if chunks == 1:
+    select = functools.partial(local_top_k, k=k, descending=descending, last=last)
+  else:
+    select = functools.partial(_chunked_top_k, k=k, descending=descending, last=last, chunks=chunks)
+  return mlir.lower_fun(select, multiple_results=True)(ctx, sequences)
+
+
+mlir.register_lowering(_top_k_by_chunks_p, _top_k_by_chunks_lowering)
+
+
+def _automatic(sequences: jax.Array, k: int, descending: bool, last: bool) -> Selected:
+  """The selection on automatic mesh axes: by custom_partitioning's rule where XLA can call it, else by chunks.
+
+  XLA runs custom_partitioning's Python rule on CPU (JAX registers it with its own XLA) and on PJRT
+  plugins that implement the custom-partitioner extension (CUDA and ROCm; libtpu does not).
+  """
+
+  def by_rule(x: jax.Array) -> Selected:
+    return _partitioned_top_k(x, k, descending, last)
+
+  def by_chunks(x: jax.Array) -> Selected:
+    values, indices = _top_k_by_chunks_p.bind(x, k=k, descending=descending, last=last)
+    return values, indices
+
+  # ROCm and any other platform take the chunks too: they need no partitioning rule.
+  values, indices = platform.branch(sequences, cpu=by_rule, cuda=by_rule, tpu=by_chunks, default=by_chunks)
+  return values, indices
+
+
+def _dispatch(sequences: jax.Array, k: int, descending: bool, last: bool) -> Selected:
   if jax.sharding.get_abstract_mesh().manual_axes:
     # Inside shard_map, the caller already controls what each device holds.
     return local_top_k(sequences, k, descending, last)
   explicit = shardings.explicit_spec(sequences)
   if explicit is None:
-    return _partitioned_top_k(sequences, k, descending, last)
+    return _automatic(sequences, k, descending, last)
   mesh, spec = explicit
   axis_names = shardings.names(spec[-1])
-  if not axis_names:
-    # The type says no device splits a sequence: XLA keeps the other axes' shardings by itself.
-    return local_top_k(sequences, k, descending, last)
-  body = functools.partial(
-    _per_shard_top_k, k=k, descending=descending, last=last, names=axis_names, length=sequences.shape[-1]
-  )
+  if axis_names:
+    body = functools.partial(
+      _per_shard_top_k, k=k, descending=descending, last=last, names=axis_names, length=sequences.shape[-1]
+    )
+  else:
+    # No device splits a sequence: each selects its own rows. (Not left to XLA: a strategy that is a kernel
+    # call, a Pallas one, cannot take arrays whose type says they are split.)
+    body = functools.partial(local_top_k, k=k, descending=descending, last=last)
   out_spec = PartitionSpec(*spec[:-1], None)
   mapped = jax.shard_map(
     body, mesh=mesh, in_specs=PartitionSpec(*spec), out_specs=(out_spec, out_spec), check_vma=False
@@ -134,11 +238,11 @@ def _dispatch(sequences: jax.Array, k: int, descending: bool, last: bool) -> tup
 
 
 @functools.cache
-def _batched_selector(k: int, descending: bool, last: bool) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
+def _batched_selector(k: int, descending: bool, last: bool) -> Callable[[jax.Array], Selected]:
   """The selector for one ``(k, descending, last)``, with a vmap rule: a batch is one more leading axis."""
 
   @jax.custom_batching.custom_vmap
-  def select(sequences: jax.Array) -> tuple[jax.Array, jax.Array]:
+  def select(sequences: jax.Array) -> Selected:
     return _dispatch(sequences, k, descending, last)
 
   @select.def_vmap
@@ -150,7 +254,7 @@ def _batched_selector(k: int, descending: bool, last: bool) -> Callable[[jax.Arr
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
-def top_k_last_axis(sequences: jax.Array, k: int, descending: bool, last: bool = False) -> tuple[jax.Array, jax.Array]:
+def top_k_last_axis(sequences: jax.Array, k: int, descending: bool, last: bool = False) -> Selected:
   """Values and int32 indices of the ``k`` first elements along the last axis, sharded or not.
 
   ``last`` (with ``k == 1``) breaks ties by the highest index instead of the lowest.

@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from dmljax._src import dtypes
@@ -43,12 +44,25 @@ class Case:
     return self.dtype.itemsize * 8
 
 
-Select = Callable[[jax.Array, Case], jax.Array]
+Selected = tuple[jax.Array, jax.Array]
+Select = Callable[[jax.Array, Case], Selected]
+
+
+def gathered(select_indices: Callable[[jax.Array, Case], jax.Array]) -> Select:
+  """A strategy from one that finds the indices: the values are gathered at them (bit-exact)."""
+
+  def select(x: jax.Array, case: Case) -> Selected:
+    indices = select_indices(x, case)
+    return jnp.take_along_axis(x, indices, axis=-1, mode="promise_in_bounds"), indices
+
+  select.__name__ = select_indices.__name__
+  select.__doc__ = select_indices.__doc__
+  return select
 
 
 @dataclasses.dataclass(frozen=True)
 class Strategy:
-  """One row of a dispatch table: ``select`` (int32 indices, dmljax's order) runs where ``applies`` holds.
+  """One row of a dispatch table: ``select`` (values and int32 indices, dmljax's order) runs where ``applies`` holds.
 
   ``handles`` says where ``select`` is exact (a forced strategy must handle the case); ``applies``
   adds where it is the platform's fastest.

@@ -22,7 +22,7 @@ from jax import lax
 
 from dmljax._src import rank_keys
 from dmljax._src.strategies import staged
-from dmljax._src.strategies.case import Case
+from dmljax._src.strategies.case import Case, gathered
 
 MIN_STAGED_SIZE = 1 << 14
 # Float rows at least this long stay on one lax.top_k below MAX_PLAIN_FLOAT_SIZE elements: with few rows
@@ -55,20 +55,24 @@ def float_view_pays(case: Case) -> bool:
   )
 
 
+@gathered
 def float_view(x: jax.Array, case: Case) -> jax.Array:
   view = rank_keys.canonical_float(x)
   return lax.top_k(view if case.largest_first else -view, case.k)[1]
 
 
+@gathered
 def chunked(x: jax.Array, case: Case) -> jax.Array:
   chunk = staged.cpu_chunk(case.n, case.k)
   assert chunk is not None
   return staged.chunked(rank_keys.selection_key(x, case.largest_first), case.k, chunk, top_k_of_key)
 
 
+@gathered
 def extracted(x: jax.Array, case: Case) -> jax.Array:
   return staged.extracted(rank_keys.selection_key(x, case.largest_first), case.k)
 
 
+@gathered
 def key_view(x: jax.Array, case: Case) -> jax.Array:
   return top_k_of_key(rank_keys.selection_key(x, case.largest_first), case.k)

@@ -1,6 +1,6 @@
 """Which top-k strategy runs: one table per platform, read top to bottom, the first row that applies wins.
 
-Each strategy is a module of this package and returns int32 indices in dmljax's order; the row's
+Each strategy is a module of this package and returns the values and int32 indices in dmljax's order; the row's
 condition is about speed only (every strategy is exact on every platform). Rows longer than int32
 can index take :func:`sort.wide_rows` everywhere. Under ``platform.choosing(top_k=name)`` the named
 strategy runs on every platform instead (tests and benchmarks).
@@ -15,6 +15,7 @@ cpu         cpu_key_view          otherwise: ``lax.top_k`` on the key's total-or
 cuda        peak_reduction        k == 1: one (key, index) reduction
 cuda        gpu_kernel            k <= 16 on rows of 1024 or more, types with a kernel key
 cuda        chunked_sorts         rows where sorting chunk maxima and candidates sorts far fewer
+tpu         sorted_with_values    rows under 256: a sort that carries the values (no gather)
 tpu         tpu_kernel            k <= 256, types of up to 32 bits: XLA's TPU TopK
 tpu         chunked_sorts         as on cuda (64-bit types, k > 256)
 any         sorted_keys           otherwise: ``lax.top_k`` on the integer key, a sort
@@ -29,7 +30,7 @@ import jax
 
 from dmljax._src import platform
 from dmljax._src.strategies import cpu, gpu_kernel, peak, radix, sort, staged, tpu_kernel
-from dmljax._src.strategies.case import Case, Strategy, always
+from dmljax._src.strategies.case import Case, Selected, Strategy, always
 
 index_dtype = sort.index_dtype
 
@@ -51,6 +52,7 @@ TABLES: dict[platform.Branch, tuple[Strategy, ...]] = {
     SORTED_KEYS,
   ),
   "tpu": (
+    Strategy("sorted_with_values", tpu_kernel.short_row, sort.sorted_with_values),
     Strategy("tpu_kernel", tpu_kernel.applies, tpu_kernel.select, tpu_kernel.handles),
     CHUNKED_SORTS,
     SORTED_KEYS,
@@ -78,16 +80,17 @@ def strategy(which: platform.Branch, case: Case) -> Strategy:
   return chosen
 
 
-def _run(which: platform.Branch, case: Case, x: jax.Array) -> jax.Array:
+def _run(which: platform.Branch, case: Case, x: jax.Array) -> Selected:
   return strategy(which, case).select(x, case)
 
 
-def top_k_indices(x: jax.Array, k: int, largest_first: bool) -> jax.Array:
-  """Indices of the ``k`` first elements of every row (last axis) of ``x`` in dmljax's order.
+def top_k(x: jax.Array, k: int, largest_first: bool) -> Selected:
+  """The ``k`` first values of every row (last axis) of ``x`` in dmljax's order, and their indices.
 
-  int32, or :func:`index_dtype` for rows longer than int32 can index.
+  Values bit-exact; indices int32, or :func:`index_dtype` for rows longer than int32 can index.
   """
   case = Case.of(x, k, largest_first)
   if index_dtype(case.n) != jax.numpy.int32:
     return sort.wide_rows(x, case)
-  return platform.branch(x, **{which: functools.partial(_run, which, case) for which in TABLES})
+  values, indices = platform.branch(x, **{which: functools.partial(_run, which, case) for which in TABLES})
+  return values, indices

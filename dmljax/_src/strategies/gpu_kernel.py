@@ -23,7 +23,7 @@ import jax
 from jax import lax
 
 from dmljax._src.strategies import kernel_keys
-from dmljax._src.strategies.case import Case
+from dmljax._src.strategies.case import Case, gathered
 
 MAX_K = 16
 MIN_ROW = 1024
@@ -46,5 +46,6 @@ def key(x: jax.Array, largest_first: bool) -> jax.Array:
   return kernel_keys.ordinal(x, largest_first)
 
 
+@gathered
 def select(x: jax.Array, case: Case) -> jax.Array:
   return lax.top_k(key(x, case.largest_first), case.k)[1]

@@ -16,7 +16,7 @@ import numpy as np
 from jax import lax
 
 from dmljax._src import rank_keys
-from dmljax._src.strategies.case import Case
+from dmljax._src.strategies.case import Case, gathered
 
 
 def flat_index(shape: tuple[int, ...], axes: Sequence[int], dtype: np.dtype) -> jax.Array:
@@ -49,6 +49,7 @@ def handles(case: Case) -> bool:
   return case.k == 1
 
 
+@gathered
 def select(x: jax.Array, case: Case) -> jax.Array:
   key = rank_keys.selection_key(x, case.largest_first)
   return peak_index(key, (key.ndim - 1,), np.dtype(np.int32), last=False)[..., None]

@@ -47,7 +47,7 @@ import numpy as np
 from jax import lax
 
 from dmljax._src import platform, rank_keys
-from dmljax._src.strategies.case import Case
+from dmljax._src.strategies.case import Case, gathered
 
 # Digit width of one counting pass of the XLA composition; 32-bit keys take 8 passes of 16 counters.
 RADIX_BITS = 4
@@ -275,11 +275,13 @@ def pallas_radix_top_k(
   return order_selected(key, compact(key, threshold, rank, k))
 
 
+@gathered
 def select(x: jax.Array, case: Case) -> jax.Array:
   """The XLA composition on the rank key."""
   return radix_top_k(rank_keys.selection_key(x, case.largest_first), case.k)
 
 
+@gathered
 def select_pallas(x: jax.Array, case: Case) -> jax.Array:
   """The counting passes as the Pallas kernel (interpret mode under ``platform.choosing(interpret=True)``)."""
   key = rank_keys.selection_key(x, case.largest_first)

@@ -3,6 +3,9 @@
 * :func:`sorted_keys`: ``lax.top_k`` on the integer rank key. XLA has no TopK kernel for integer
   operands on GPUs or TPUs, so it sorts the row by key (descending, ties to the lower index): exact
   on every platform, and what the native call does for short rows too.
+* :func:`sorted_with_values`: a stable sort of (reversed key, index, value): the values come out of the
+  sort, with no gather after it. For short rows on TPUs, where the TopK is a sort too and a gather
+  makes XLA copy the input into another memory first.
 * :func:`wide_rows`: ``lax.top_k`` returns int32 indices, so rows longer than int32 can index take a
   stable sort by the reversed key instead, with indices of :func:`index_dtype`.
 """
@@ -14,7 +17,7 @@ import numpy as np
 from jax import lax
 
 from dmljax._src import dtypes, rank_keys
-from dmljax._src.strategies.case import Case
+from dmljax._src.strategies.case import Case, Selected, gathered
 
 # lax.top_k returns int32 indices; longer rows take the stable sort (tests lower this to cover that path).
 LAX_TOP_K_LARGEST_INDEX = int(np.iinfo(np.int32).max)
@@ -32,12 +35,22 @@ def top_k_of_key(key: jax.Array, k: int) -> jax.Array:
   return lax.top_k(key, k)[1]
 
 
+@gathered
 def sorted_keys(x: jax.Array, case: Case) -> jax.Array:
   return top_k_of_key(rank_keys.selection_key(x, case.largest_first), case.k)
 
 
-def wide_rows(x: jax.Array, case: Case) -> jax.Array:
+def _stable_sort(x: jax.Array, case: Case, index_type: np.dtype) -> Selected:
   key = rank_keys.selection_key(x, case.largest_first)
-  iota = lax.broadcasted_iota(index_dtype(case.n), key.shape, key.ndim - 1)
-  _, order = lax.sort((~key, iota), dimension=key.ndim - 1, is_stable=True, num_keys=1)
-  return lax.slice_in_dim(order, 0, case.k, axis=key.ndim - 1)
+  axis = key.ndim - 1
+  iota = lax.broadcasted_iota(index_type, key.shape, axis)
+  _, order, values = lax.sort((~key, iota, x), dimension=axis, is_stable=True, num_keys=1)
+  return lax.slice_in_dim(values, 0, case.k, axis=axis), lax.slice_in_dim(order, 0, case.k, axis=axis)
+
+
+def sorted_with_values(x: jax.Array, case: Case) -> Selected:
+  return _stable_sort(x, case, np.dtype(np.int32))
+
+
+def wide_rows(x: jax.Array, case: Case) -> Selected:
+  return _stable_sort(x, case, index_dtype(case.n))

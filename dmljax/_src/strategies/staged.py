@@ -19,7 +19,7 @@ from jax import lax
 
 from dmljax._src import rank_keys
 from dmljax._src.strategies import sort
-from dmljax._src.strategies.case import Case
+from dmljax._src.strategies.case import Case, gathered
 
 KeySelection = Callable[[jax.Array, int], jax.Array]
 
@@ -97,6 +97,7 @@ def accelerator_pays(case: Case) -> bool:
   return case.n >= MIN_ACCELERATOR_ROW and accelerator_chunk(case.n, case.k) is not None
 
 
+@gathered
 def accelerator_chunked(x: jax.Array, case: Case) -> jax.Array:
   """:func:`chunked` with both stages integer-key selections, which GPUs and TPUs compile to sorts."""
   chunk = accelerator_chunk(case.n, case.k)

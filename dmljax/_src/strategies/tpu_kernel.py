@@ -23,9 +23,15 @@ from jax import lax
 
 from dmljax._src import rank_keys
 from dmljax._src.strategies import kernel_keys
-from dmljax._src.strategies.case import Case
+from dmljax._src.strategies.case import Case, gathered
 
 MAX_K = 256
+# Shorter rows are sorted (by XLA's TPU compiler too), and a sort can carry the values: :func:`sort.sorted_with_values`.
+MIN_ROW = 256
+
+
+def short_row(case: Case) -> bool:
+  return case.n < MIN_ROW
 
 
 def handles(case: Case) -> bool:
@@ -44,5 +50,6 @@ def key(x: jax.Array, largest_first: bool) -> jax.Array:
   return rank_keys.key_as_total_order_float(rank_keys.selection_key(x, largest_first))
 
 
+@gathered
 def select(x: jax.Array, case: Case) -> jax.Array:
   return lax.top_k(key(x, case.largest_first), case.k)[1]
