@@ -3,7 +3,7 @@
 Compiles every benchmark workload (dmljax and its native JAX forms, full sizes, forward pass) for an H100
 and for TPU v5e and v6e without the hardware, and writes ``h100-compiled.md`` and ``tpu-compiled.md`` (with a
 JSON beside each) into ``benchmarks/results``. Everything runs in this one process (a TPU compiler start
-costs seconds); a full run takes about ten minutes on two cores.
+costs seconds); a full run takes about 11 minutes on two cores.
 """
 
 from __future__ import annotations

@@ -169,6 +169,16 @@ def _row_json(row: Row) -> dict[str, Any]:
   return data
 
 
+def _dumps(meta: dict[str, Any], tables: Mapping[str, Sequence[Row]]) -> str:
+  """``meta`` and ``{"targets": {target: rows}}`` as JSON with one row a line (small, and diffs read by row)."""
+  head = [f" {json.dumps(key)}: {json.dumps(value)}," for key, value in meta.items()]
+  blocks = []
+  for target, rows in tables.items():
+    body = ",\n".join(f"   {json.dumps(_row_json(row))}" for row in rows)
+    blocks.append(f"  {json.dumps(target)}: [\n{body}\n  ]")
+  return "{\n" + "\n".join(head) + '\n "targets": {\n' + ",\n".join(blocks) + "\n }\n}\n"
+
+
 def write(per_target: Mapping[str, Sequence[Row]], out: Path = RESULTS, only: str | None = None) -> list[Path]:
   """Writes the reports of the compiled targets into ``out``; returns the paths written."""
   stamp, written = _stamp(), []
@@ -178,13 +188,11 @@ def write(per_target: Mapping[str, Sequence[Row]], out: Path = RESULTS, only: st
   if "h100" in per_target:
     rows = per_target["h100"]
     (out / "h100-compiled.md").write_text(gpu_markdown(rows, stamp, only))
-    data = {**meta, "target": "h100", "rows": [_row_json(r) for r in rows]}
-    (out / "h100-compiled.json").write_text(json.dumps(data, indent=1) + "\n")
+    (out / "h100-compiled.json").write_text(_dumps(meta, {"h100": rows}))
     written += [out / "h100-compiled.md", out / "h100-compiled.json"]
   tpus = {t: rows for t, rows in per_target.items() if t.startswith("tpu")}
   if tpus:
     (out / "tpu-compiled.md").write_text(tpu_markdown(tpus, stamp, only))
-    data = {**meta, "targets": {t: [_row_json(r) for r in rows] for t, rows in tpus.items()}}
-    (out / "tpu-compiled.json").write_text(json.dumps(data, indent=1) + "\n")
+    (out / "tpu-compiled.json").write_text(_dumps(meta, tpus))
     written += [out / "tpu-compiled.md", out / "tpu-compiled.json"]
   return written
