@@ -129,4 +129,4 @@ def place(shape: Sequence[int], dtype: Any, on: Any, spec: P | None = None) -> j
     sharding: Any = NamedSharding(on, spec if spec is not None else P())
   else:
     sharding = SingleDeviceSharding(on)
-  return jax.ShapeDtypeStruct(tuple(shape), np.dtype(dtype), sharding=sharding)
+  return jax.ShapeDtypeStruct(tuple(shape), jax.numpy.dtype(dtype), sharding=sharding)

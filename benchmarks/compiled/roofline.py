@@ -15,7 +15,8 @@
 Compute time is left out: every operator here moves far more bytes than it does arithmetic per byte.
 CUB radix sorts are modelled by their passes (:func:`cub_radix_sort`). The estimate ignores caches (a
 launch whose data sits in the 50 MB L2 runs faster), overlap between launches, and the real efficiency
-of each kernel; it is a way to compare programs compiled for the same GPU, not a measurement.
+of each kernel; it is a way to compare programs compiled for the same GPU, not a measurement. Collectives of a
+program sharded over several GPUs are priced like any launch, at HBM bandwidth: the interconnect is not modelled.
 """
 
 from __future__ import annotations

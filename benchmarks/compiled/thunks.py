@@ -18,11 +18,23 @@ _GRID = re.compile(r"grid: \[(\d+), (\d+), (\d+)\]")
 _METADATA = re.compile(
   r'thunk_info\s*\{\s*(?:profile_annotation:\s*"([^"]*)"\s*)?(?:thunk_id:\s*(\d+)\s*)?\}\s*thunk_kind:\s*"(\w+)"'
 )
-# Thunks that only hold or order others (their contents are listed, nested, after them).
+# Thunks that only hold, order or wait for others (their contents are listed, nested, after them).
 CONTROL = frozenset(
-  {"kWhile", "kConditional", "kSequential", "kCommandBuffer", "kDynamicSliceFusion", "kWaitForStreams"}
+  {
+    "kWhile",
+    "kConditional",
+    "kSequential",
+    "kCommandBuffer",
+    "kDynamicSliceFusion",
+    "kWaitForStreams",
+    "kAsyncStart",
+    "kAsyncDone",
+  }
 )
-MEMCPY = frozenset({"kCopy", "kMemcpy", "kCopyDone", "kDeviceToDevice", "kDeviceToHost", "kHostToDevice"})
+# Copies, and the scalar writes of a device's partition or replica id.
+MEMCPY = frozenset(
+  {"kCopy", "kMemcpy", "kCopyDone", "kDeviceToDevice", "kDeviceToHost", "kHostToDevice", "kPartitionId", "kReplicaId"}
+)
 MEMSET = frozenset({"kMemset32BitValue", "kMemzero"})
 
 
