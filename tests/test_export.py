@@ -168,7 +168,8 @@ def test_program_sharded_over_automatic_axes_exports_where_top_k_selects_in_chun
   assert "tensor<8x8x8xf32>" in for_tpu.mlir_module()  # the rows cut in 8 chunks of 8, one per device
   assert export.deserialize(for_tpu.serialize()).platforms == ("tpu",)
   with platform.forced("default"):
-    restored = export.deserialize(export.export(jax.jit(fn))(spec).serialize())
+    # A function of its own: ``fn`` was traced above with every platform's branch, and a choice is read while tracing.
+    restored = export.deserialize(export.export(jax.jit(lambda x: fn(x)))(spec).serialize())
     got = restored.call(jax.device_put(x, sharding))
   for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(fn(x)), strict=True):
     np.testing.assert_array_equal(np.asarray(g), np.asarray(w))

@@ -222,9 +222,9 @@ def arg_extreme(
 def _first_or_last_peak(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dtype, *, last: bool) -> jax.Array:
   """The lowest (or highest) flat index over ``axes`` at which ``key`` takes its maximum.
 
-  * CPU and TPU, trailing axes: top-1 selections (XLA:CPU's vectorised selection, XLA's TPU TopK),
-    one per axis from the innermost out (:func:`_peak_by_selections`); along a sharded axis each
-    exchanges one candidate per shard (see :mod:`selection`).
+  * CPU, trailing axes, and TPU, the last axis alone: top-1 selections (XLA:CPU's vectorised selection,
+    XLA's TPU TopK), one per axis from the innermost out (:func:`_peak_by_selections`); along a sharded
+    axis each exchanges one candidate per shard (see :mod:`selection`).
   * Otherwise, and on GPUs: one variadic reduction of (key, flat index) pairs (:func:`peak.peak_index`),
     as ``jnp.argmax`` compiles; XLA's SPMD partitioner splits it over a sharded axis, so only a peak
     and an index per shard cross devices.
@@ -241,7 +241,9 @@ def _first_or_last_peak(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dt
   def by_selections(key: jax.Array) -> jax.Array:
     return _peak_by_selections(key, len(axes), last=last)
 
-  tpu = by_selections if key.dtype.itemsize <= 4 else by_reduction
+  # TPUs: TopK over the last axis alone; over several axes one reduction, as jnp.argmin of the flattened axes
+  # compiles (short rows there are sorts).
+  tpu = by_selections if len(axes) == 1 and key.dtype.itemsize <= 4 else by_reduction
   return platform.branch(key, cpu=by_selections, tpu=tpu, default=by_reduction)
 
 
