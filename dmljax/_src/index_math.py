@@ -11,6 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from dmljax._src import dtypes
 
@@ -47,18 +48,23 @@ def wrap_for_clipping_gather(v: jax.Array, size: int) -> jax.Array:
   return jnp.where(wrapped < 0, wrapped + np.array(size, work), wrapped)
 
 
-def wrap_or_invalid(v: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
-  """ONE_HOT's index policy: ``[0, size)`` as is, ``[-size, -1]`` from the end, anything else invalid.
+def hot_positions(v: jax.Array, size: int, axis: int) -> jax.Array:
+  """ONE_HOT's index policy as a mask: ``v`` in ``[0, size)`` sets position ``v`` along the new ``axis`` of ``size``,
+  ``v`` in ``[-size, -1]`` sets ``v + size``, anything else no position.
 
-  Returns ``(valid, position)``; ``position`` is 0 where not valid.
+  Two comparisons per output element, with no per-index select, so XLA fuses the whole mask into the
+  output's one pass (a per-index normalisation would be its own kernel). The comparisons are exact in
+  the position type: a signed ``v`` widened to it (``v + size`` may wrap only for ``v`` far above ``size``,
+  and then lands below 0, where no position is); an unsigned ``v`` is compared in its own type, never
+  offset (a huge value must not wrap around onto a position).
   """
   dtype = np.dtype(v.dtype)
-  info = jnp.iinfo(dtype)
+  shape = (*v.shape[:axis], size, *v.shape[axis + 1 :])
+  if not dtypes.is_signed_integer(dtype):
+    if size - 1 > jnp.iinfo(dtype).max:
+      v = v.astype(position_dtype(dtype, size))
+    return lax.broadcasted_iota(v.dtype, shape, axis) == v
   work = position_dtype(dtype, size)
-  valid = v < np.array(size, dtype) if size <= info.max else jnp.ones(v.shape, bool)
-  if dtypes.is_signed_integer(dtype) and -size >= info.min:
-    valid = valid & (v >= np.array(-size, dtype))
-  position = jnp.where(valid, v, np.array(0, dtype)).astype(work)
-  if dtypes.is_signed_integer(dtype):
-    position = jnp.where(position < 0, position + np.array(size, work), position)
-  return valid, position
+  wide = v.astype(work)
+  iota = lax.broadcasted_iota(work, shape, axis)
+  return (iota == wide) | (iota == wide + np.array(size, work))

@@ -28,7 +28,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from jax.typing import ArrayLike
 
 from dmljax._src import autodiff, descriptor_path, dtypes, index_math, tensor_desc
@@ -107,9 +106,7 @@ def _check_depth(p: Problems, field: str, depth: Any) -> int | None:
 @functools.partial(jax.jit, static_argnames=("depth", "axis"))
 def _one_hot(indices: jax.Array, values: jax.Array, *, depth: int, axis: int) -> jax.Array:
   """DirectML's layout: ``indices`` has size 1 on ``axis``; ``values.reshape(-1)[:2]`` is (off, on)."""
-  valid, position = index_math.wrap_or_invalid(indices, depth)
-  out_shape = (*indices.shape[:axis], depth, *indices.shape[axis + 1 :])
-  hot = valid & (lax.broadcasted_iota(position.dtype, out_shape, axis) == position)
+  hot = index_math.hot_positions(indices, depth, axis)
   return autodiff.linear_in_float32(_select, values, hot)
 
 
