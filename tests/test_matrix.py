@@ -33,7 +33,7 @@ from jax.sharding import PartitionSpec as P
 from reference import ref_arg_reduce, ref_gather_nd, ref_one_hot, ref_reduce, ref_top_k
 
 import dmljax as dml
-from dmljax._src import gather_nd, index_math, platform, rank_keys, selection
+from dmljax._src import gather_nd, index_math, platform, rank_keys, selection, trailing_peak
 from dmljax._src import reduce as reduce_lib
 from dmljax._src.strategies import dispatch, peak, sort
 
@@ -617,15 +617,17 @@ def test_forcing_a_branch_changes_the_program(row: Path) -> None:
 # (row, explicit axes, functions the partitioned program must reach, text it must not hold), sharded along the
 # operated axis: the per-shard selection and merge (a custom_partitioning rule on automatic axes on CPU, a
 # shard_map on explicit ones), the selection in device-count chunks on automatic axes elsewhere (no Python
-# partitioning rule in the program), argmin/argmax's (key, index) reduction on explicitly sharded axes,
-# MULTIPLY's plain product there.
+# partitioning rule in the program), argmin/argmax's top-1 selection per device over one or several trailing axes
+# (the latter flattening each device's block), MULTIPLY's plain product there.
 _SHARDED_PATHS = [
   ("top_k/cpu_plain_float", False, ((selection, "_per_shard_top_k"),), ()),
   ("top_k/default_int_keys", False, ((selection, "_chunked_top_k"),), ("CustomSPMDPartitioning",)),
   ("top_k/cpu_plain_float", True, ((selection, "_per_shard_top_k"),), ()),
   ("top_k/default_int_keys", True, ((selection, "_per_shard_top_k"),), ()),
   ("argmax/cpu_top1", False, ((selection, "_per_shard_top_k"),), ()),
-  ("argmax/cpu_top1", True, ((peak, "peak_index"),), ()),
+  ("argmax/cpu_top1", True, ((selection, "_per_shard_top_k"),), ()),
+  ("argmin/cpu_trailing_pair", False, ((trailing_peak, "_per_shard"),), ()),
+  ("argmin/cpu_trailing_pair", True, ((trailing_peak, "_per_shard"),), ()),
   ("multiply/cpu_product_tree_tangent", True, (), ("stablehlo.slice",)),
 ]
 

@@ -28,7 +28,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, fields, platform, rank_keys, selection, shardings, tensor_desc
+from dmljax._src import descriptor_path, dtypes, fields, platform, rank_keys, selection, tensor_desc, trailing_peak
 from dmljax._src.axes import AxisDirection
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -222,12 +222,13 @@ def arg_extreme(
 def _first_or_last_peak(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dtype, *, last: bool) -> jax.Array:
   """The lowest (or highest) flat index over ``axes`` at which ``key`` takes its maximum.
 
-  * CPU, trailing axes, and TPU, the last axis alone: top-1 selections (XLA:CPU's vectorised selection,
-    XLA's TPU TopK), one per axis from the innermost out (:func:`_peak_by_selections`); along a sharded
-    axis each exchanges one candidate per shard (see :mod:`selection`).
+  * CPU, trailing axes: a top-1 selection of the flattened axes (XLA:CPU's vectorised selection), each
+    device flattening its own block (:mod:`trailing_peak`; over one axis, :mod:`selection`), so along
+    sharded axes one candidate per device is exchanged. The last peak is the first of reversed rows.
+  * TPU, the last axis alone: the same top-1 selection, which is XLA's TPU TopK there.
   * Otherwise, and on GPUs: one variadic reduction of (key, flat index) pairs (:func:`peak.peak_index`),
-    as ``jnp.argmax`` compiles; XLA's SPMD partitioner splits it over a sharded axis, so only a peak
-    and an index per shard cross devices.
+    as ``jnp.argmax`` compiles, over several axes at once with no reshape (a relayout on TPUs); XLA's
+    SPMD partitioner splits it over a sharded axis, so only a peak and an index per shard cross devices.
   """
   kept = key.ndim - len(axes)
   trailing = axes == tuple(range(kept, key.ndim))
@@ -235,41 +236,16 @@ def _first_or_last_peak(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dt
   def by_reduction(key: jax.Array) -> jax.Array:
     return peak.peak_index(key, axes, flat_dtype, last=last)
 
-  if not trailing or flat_dtype != np.int32 or shardings.splits_explicitly(key, axes):
+  if not trailing or flat_dtype != np.int32:
     return by_reduction(key)
 
-  def by_selections(key: jax.Array) -> jax.Array:
-    return _peak_by_selections(key, len(axes), last=last)
+  def by_selection(key: jax.Array) -> jax.Array:
+    if len(axes) == 1:
+      return selection.top_k_last_axis(key, 1, True, last)[1][..., 0]
+    return trailing_peak.peak_index(key, len(axes), last=last)
 
-  # TPUs: TopK over the last axis alone; over several axes one reduction, as jnp.argmin of the flattened axes
-  # compiles (short rows there are sorts).
-  tpu = by_selections if len(axes) == 1 and key.dtype.itemsize <= 4 else by_reduction
-  return platform.branch(key, cpu=by_selections, tpu=tpu, default=by_reduction)
-
-
-def _peak_by_selections(key: jax.Array, count: int, *, last: bool) -> jax.Array:
-  """The flat index of the first (``last``: final) maximum over the ``count`` trailing axes, by top-1 selections.
-
-  The innermost axis first: each row's peak and its position, then the peak of those peaks along the next
-  axis out, and so on. Among equal peaks the lower (``last``: higher) outer position wins, and within it
-  the inner position already chosen, which is the lowest (highest) flat index. No axes are merged, so a
-  sharded axis stays sharded (merging a split inner axis with another would gather the keys) and TPUs
-  need no relayout.
-  """
-  index = None
-  stride = 1
-  for _ in range(count):
-    size = key.shape[-1]
-    peaks, position = selection.top_k_last_axis(key, 1, True, last)
-    key, position = peaks[..., 0], position[..., 0]
-    if index is None:
-      index = position
-    else:
-      inner = jnp.take_along_axis(index, position[..., None], axis=-1, mode="promise_in_bounds")[..., 0]
-      index = position * np.array(stride, position.dtype) + inner
-    stride *= size
-  assert index is not None
-  return index
+  tpu = by_selection if len(axes) == 1 and key.dtype.itemsize <= 4 else by_reduction
+  return platform.branch(key, cpu=by_selection, tpu=tpu, default=by_reduction)
 
 
 def _functional(

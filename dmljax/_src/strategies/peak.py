@@ -14,8 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.sharding import NamedSharding, PartitionSpec
 
-from dmljax._src import rank_keys
+from dmljax._src import rank_keys, shardings
 from dmljax._src.strategies.case import Case, gathered
 
 
@@ -29,9 +30,9 @@ def flat_index(shape: tuple[int, ...], axes: Sequence[int], dtype: np.dtype) -> 
   return flat
 
 
-def peak_index(key: jax.Array, axes: Sequence[int], index_dtype: np.dtype, *, last: bool) -> jax.Array:
-  """The lowest (``last``: highest) flat index over ``axes`` at which ``key`` is largest; ``axes`` removed."""
-  info = np.iinfo(index_dtype)
+def peak_of_pairs(key: jax.Array, index: jax.Array, axes: Sequence[int], *, last: bool) -> tuple[jax.Array, jax.Array]:
+  """The largest ``key`` over ``axes`` and the lowest (``last``: highest) ``index`` holding it; ``axes`` removed."""
+  info = np.iinfo(index.dtype)
 
   def better(a: tuple[jax.Array, jax.Array], b: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
     (key_a, index_a), (key_b, index_b) = a, b
@@ -39,10 +40,26 @@ def peak_index(key: jax.Array, axes: Sequence[int], index_dtype: np.dtype, *, la
     take_b = (key_b > key_a) | ((key_b == key_a) & closer)
     return lax.select(take_b, key_b, key_a), lax.select(take_b, index_b, index_a)
 
-  init = (np.array(np.iinfo(key.dtype).min, key.dtype), np.array(info.min if last else info.max, index_dtype))
-  flat = flat_index(key.shape, axes, index_dtype)
-  _, index = lax.reduce((key, flat), init, better, tuple(sorted(axes)))
-  return index
+  init = (np.array(np.iinfo(key.dtype).min, key.dtype), np.array(info.min if last else info.max, index.dtype))
+  dims = tuple(sorted(axes))
+
+  def reduce(key: jax.Array, index: jax.Array) -> tuple[jax.Array, jax.Array]:
+    peak, at = lax.reduce((key, index), init, better, dims)
+    return peak, at
+
+  explicit = shardings.explicit_spec(key)
+  if explicit is None:
+    return reduce(key, index)
+  # A variadic reduction's result type names no sharding on explicit axes: name the kept axes' one.
+  mesh, spec = explicit
+  kept = NamedSharding(mesh, PartitionSpec(*(entry for d, entry in enumerate(spec) if d not in dims)))
+  peak, at = jax.sharding.auto_axes(reduce, out_sharding=(kept, kept))(key, index)
+  return peak, at
+
+
+def peak_index(key: jax.Array, axes: Sequence[int], index_dtype: np.dtype, *, last: bool) -> jax.Array:
+  """The lowest (``last``: highest) flat index over ``axes`` at which ``key`` is largest; ``axes`` removed."""
+  return peak_of_pairs(key, flat_index(key.shape, axes, index_dtype), axes, last=last)[1]
 
 
 def handles(case: Case) -> bool:
