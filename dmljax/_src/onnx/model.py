@@ -60,6 +60,13 @@ def _node_error(proto: onnx.NodeProto, index: int, message: str) -> ModelError:
 
 def refuse_what_cannot_run(model: onnx.ModelProto) -> None:
   """Refuses, before ONNX's checker sees them, nodes and types the backend does not run."""
+  newest = onnx.defs.onnx_opset_version()
+  for entry in model.opset_import:
+    if entry.domain in ONNX_DOMAINS and entry.version > newest:
+      raise ModelError(
+        f"the model imports ONNX opset {entry.version}, newer than this onnx package knows ({newest}): its "
+        "operators' meaning is unknown to it (upgrade onnx, or export the model for an older opset)"
+      )
   graph = model.graph
   functions = {(f.domain, f.name) for f in model.functions}
   for nodes in (*(f.node for f in model.functions), graph.node):
@@ -146,7 +153,9 @@ def check(model: onnx.ModelProto) -> None:
 def infer(model: onnx.ModelProto, *, strict: bool) -> onnx.ModelProto:
   """The model with every value's type as ONNX's shape inference finds it; ``strict``: refusing any inconsistency."""
   try:
-    return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=strict, data_prop=True)
+    # (No data propagation: ONNX's allocates in proportion to the dimensions a model declares, so a hostile one
+    # could exhaust memory there; the backend traces the graph itself where shapes matter.)
+    return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=strict)
   except Exception as e:
     raise ModelError(f"ONNX's shape inference refuses the model: {str(e).strip()}") from e
 
