@@ -213,6 +213,24 @@ def test_a_folded_cast_equals_the_cast_at_run_time(to):
       np.testing.assert_array_equal(folded.view(np.uint8), traced.astype(target).view(np.uint8))
 
 
+def test_a_cast_of_a_constant_equals_the_cast_of_an_input():
+  """The issue's reproducer: the same values gave different results from a Constant (folded) and from an input."""
+  edges = _EDGES[np.isfinite(_EDGES) | np.isnan(_EDGES)]
+  nodes = [helper.make_node("Constant", [], ["c"], value=onnx.numpy_helper.from_array(edges, "c"))]
+  outputs = []
+  for to in (I32, TensorProto.UINT8, TensorProto.BOOL, TensorProto.FLOAT8E4M3FN):
+    name = TensorProto.DataType.Name(to)
+    nodes += [
+      helper.make_node("Cast", ["c"], [f"c_{name}"], to=to),
+      helper.make_node("Cast", ["x"], [f"x_{name}"], to=to),
+    ]
+    outputs += [info(f"c_{name}", to, [len(edges)]), info(f"x_{name}", to, [len(edges)])]
+  model = model_of(nodes, [info("x", F32, [len(edges)])], outputs, opset=19)
+  got = donnx.Backend.run_model(model, [edges])
+  for from_constant, from_input in zip(got[::2], got[1::2], strict=True):
+    np.testing.assert_array_equal(from_constant.view(np.uint8), from_input.view(np.uint8))
+
+
 def test_a_constant_folded_into_k_casts_as_an_input_would():
   """K from Cast(Constant 2.9) is 2 (truncation, as a run-time Cast of 2.9 gives)."""
   nodes = [

@@ -256,20 +256,17 @@ def cast(x: Any, to: np.dtype, *, saturate: bool = True, round_mode: str = "up")
     return x
   if xp is np:
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow to inf is the conversion's result, not a fault
-      return _numpy_cast(x, source, to, saturate, round_mode)
+      return _convert(np, x, source, to, saturate, round_mode)
   return _convert(jnp, x, source, target, saturate, round_mode)
-
-
-def _numpy_cast(x: np.ndarray, source: np.dtype, to: np.dtype, saturate: bool, round_mode: str) -> np.ndarray:
-  if to == np.dtype(bool) and _is_float(source):
-    # XLA on CPU flushes subnormals to zero, so a subnormal converts to False there: the same here.
-    tiny = ml_dtypes.finfo(source).smallest_normal
-    return (np.isnan(x) | (np.abs(x) >= np.array(tiny, source))).astype(bool)
-  return _convert(np, x, source, to, saturate, round_mode)
 
 
 def _convert(xp: Any, x: Any, source: np.dtype, to: np.dtype, saturate: bool, round_mode: str) -> Any:
   """The conversion, in NumPy or in JAX (``to`` as JAX computes it there)."""
+  if to == np.dtype(bool) and _is_float(source):
+    # XLA on CPU flushes a subnormal to zero when it runs (False) but not when it folds a constant (True): a
+    # subnormal is False everywhere, NumPy included.
+    tiny = np.array(ml_dtypes.finfo(source).smallest_normal, source)
+    return xp.isnan(x) | (xp.abs(x) >= tiny)
   if to == _E8M0 and _is_float(source):
     return _to_e8m0(xp, x, saturate, round_mode)
   if to in _FLOAT8 and saturate and source != np.dtype(bool):
