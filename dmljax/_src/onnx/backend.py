@@ -28,7 +28,7 @@ import jax
 import numpy as np
 import onnx
 import onnx.backend.base
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from dmljax._src import dtypes
 from dmljax._src.errors import DescriptorError
@@ -47,6 +47,7 @@ from dmljax._src.onnx.nodes import (
   jax_dtype,
   narrowed,
   numpy_fix,
+  tensor_array,
   to_jax,
   type_name,
 )
@@ -241,7 +242,9 @@ class BackendRep(onnx.backend.base.BackendRep):
 
   def _initializer(self, tensor: onnx.TensorProto) -> np.ndarray:
     try:
-      return numpy_helper.to_array(tensor)
+      return tensor_array(tensor, f"initializer {tensor.name!r}")
+    except ModelError:
+      raise
     except Exception as e:
       raise ModelError(f"initializer {tensor.name!r} cannot be read: {type(e).__name__}: {e}") from e
 
@@ -506,9 +509,13 @@ class BackendRep(onnx.backend.base.BackendRep):
     if type(inputs) is list or type(inputs) is tuple:  # the common case, kept short: it runs on every call
       if len(inputs) != len(self._checks):
         raise ModelError(self._count_message(len(inputs)))
-      checked = []
-      for check, value in zip(self._checks, inputs, strict=False):  # (a loop: measurably cheaper than a comprehension)
-        checked.append(check(value, seen))
+      converted: list[Any] | None = None  # made only where a check converts a feed (a list, a narrowed int64)
+      for index, (check, value) in enumerate(zip(self._checks, inputs, strict=False)):
+        array = check(value, seen)
+        if array is not value:
+          converted = converted or list(inputs)
+          converted[index] = array
+      checked = inputs if converted is None else converted
       if self._plain is not None:
         return self._numpy(self._plain(*checked))
       return self._numpy(self._invoke(dict(zip(self.input_names, checked, strict=True)), checked=True))
@@ -544,7 +551,9 @@ class BackendRep(onnx.backend.base.BackendRep):
       )
 
   def _numpy(self, outputs: tuple[jax.Array, ...]) -> tuple[np.ndarray, ...]:
-    result = [np.asarray(value) for value in outputs]
+    if not self._output_casts:
+      return tuple(map(np.asarray, outputs))
+    result = list(map(np.asarray, outputs))
     for index, dtype in self._output_casts:  # int64 outputs computed in 32 bits, returned as declared
       result[index] = result[index].astype(dtype)
     return tuple(result)

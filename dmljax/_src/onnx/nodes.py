@@ -80,21 +80,54 @@ class Node:
 
 # ---- types ----------------------------------------------------------------------------------------------
 
+# The ONNX element types NumPy lacks, as ml_dtypes has them (named here: onnx before 1.18 maps them to float32
+# or to structured bit patterns, which would compute a float8 cast in float32).
+_ML_DTYPES = {
+  "BFLOAT16": ml_dtypes.bfloat16,
+  "FLOAT8E4M3FN": ml_dtypes.float8_e4m3fn,
+  "FLOAT8E4M3FNUZ": ml_dtypes.float8_e4m3fnuz,
+  "FLOAT8E5M2": ml_dtypes.float8_e5m2,
+  "FLOAT8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
+  "FLOAT8E8M0": ml_dtypes.float8_e8m0fnu,
+  "FLOAT4E2M1": ml_dtypes.float4_e2m1fn,
+  "INT4": ml_dtypes.int4,
+  "UINT4": ml_dtypes.uint4,
+  "INT2": ml_dtypes.int2,
+  "UINT2": ml_dtypes.uint2,
+}
 # ONNX element types JAX cannot hold: strings, and the 6-bit floats XLA has no type for.
-_NO_JAX_TYPE = {TensorProto.STRING: "strings", TensorProto.FLOAT6E2M3: "XLA", TensorProto.FLOAT6E3M2: "XLA"}
+_NO_JAX_TYPE = {"STRING", "FLOAT6E2M3", "FLOAT6E3M2"}
 WIDE = (np.dtype(np.float64), np.dtype(np.complex128))  # refused without x64: never computed in 32 bits
 WIDE_INTEGERS = (np.dtype(np.int64), np.dtype(np.uint64))  # computed in 32 bits without x64, where exact
 
 
 def element_dtype(elem_type: int, where: str) -> np.dtype:
   """The NumPy dtype of an ONNX element type JAX can compute (``where`` names the tensor in the error)."""
-  if elem_type in _NO_JAX_TYPE:
+  try:
     name = TensorProto.DataType.Name(elem_type)
+  except ValueError as e:
+    raise ModelError(f"{where} has element type {elem_type}, which ONNX does not define") from e
+  if name in _NO_JAX_TYPE:
     raise ModelError(f"{where} has element type {name}: dmljax.onnx computes numbers only (JAX has no {name} type)")
+  if name in _ML_DTYPES:
+    return np.dtype(_ML_DTYPES[name])
   try:
     return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
   except (KeyError, TypeError, ValueError) as e:
-    raise ModelError(f"{where} has element type {elem_type}, which ONNX does not define") from e
+    raise ModelError(f"{where} has element type {name}, which has no NumPy type") from e
+
+
+def tensor_array(tensor: TensorProto, where: str) -> np.ndarray:
+  """A tensor's values, of :func:`element_dtype` (onnx before 1.18 returns some types as bit patterns)."""
+  wanted = element_dtype(tensor.data_type, where)
+  array = numpy_helper.to_array(tensor)
+  if array.dtype == wanted:
+    return array
+  if array.dtype.fields:  # a structured view of the values' bits, or of small integers
+    array = array.view(next(iter(array.dtype.fields.values()))[0])
+  if _is_float(wanted) and array.dtype.kind in "iu" and array.dtype.itemsize == wanted.itemsize:
+    return array.view(wanted)
+  return array.astype(wanted)
 
 
 def jax_dtype(dtype: np.dtype) -> np.dtype:
@@ -210,7 +243,7 @@ def _constant(node: Node, args: list[Any]) -> list[Any]:
   del args
   attrs = node.attrs
   if "value" in attrs:
-    return [numpy_helper.to_array(attrs["value"])]
+    return [tensor_array(attrs["value"], f"node {node.name!r} (Constant) attribute 'value'")]
   for name, dtype in (
     ("value_float", np.float32),
     ("value_floats", np.float32),
