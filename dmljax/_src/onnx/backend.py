@@ -173,6 +173,17 @@ def _shape_of(info: onnx.ValueInfoProto | onnx.TensorProto, where: str) -> Shape
   return tuple(shape)
 
 
+def _placement(device: str) -> jax.Device | None:
+  """The JAX device ``device`` (ONNX's ``"CPU"``, ``"CUDA:1"``) names, where it is not JAX's default."""
+  onnx_device = onnx.backend.base.Device(device)
+  platform = "cpu" if onnx_device.type == onnx.backend.base.DeviceType.CPU else "gpu"
+  try:
+    chosen = jax.devices(platform)[onnx_device.device_id]
+  except (RuntimeError, IndexError) as e:
+    raise ModelError(f"device {device!r} is not available to JAX ({e})") from e
+  return None if chosen == jax.devices()[0] else chosen
+
+
 def _least_size(shape: Shape | None) -> int:
   """The fewest elements a tensor of ``shape`` can have (an unknown dimension counts as 1)."""
   return math.prod(d if isinstance(d, int) else 1 for d in shape or ())
@@ -193,7 +204,7 @@ class BackendRep(onnx.backend.base.BackendRep):
   """
 
   def __init__(self, model: onnx.ModelProto, device: str = "CPU", *, max_elements: int | None = DEFAULT_MAX_ELEMENTS):
-    self._device = onnx.backend.base.Device(device)
+    self._placement = _placement(device)
     self._x64 = dtypes.x64_enabled()
     self.max_elements = dtypes.MAX_ELEMENTS if max_elements is None else min(int(max_elements), dtypes.MAX_ELEMENTS)
     graph = model.graph
@@ -505,6 +516,12 @@ class BackendRep(onnx.backend.base.BackendRep):
     naming the input, what the graph declares and what was given.
     """
     del kwargs
+    if self._placement is not None:
+      with jax.default_device(self._placement):
+        return self._run(inputs)
+    return self._run(inputs)
+
+  def _run(self, inputs: Any) -> tuple[np.ndarray, ...]:
     seen: dict[str, tuple[int, str]] = {}
     if type(inputs) is list or type(inputs) is tuple:  # the common case, kept short: it runs on every call
       if len(inputs) != len(self._checks):
