@@ -167,6 +167,14 @@ def test_int64_values_that_only_move_run_in_32_bits_exactly_and_come_back_as_int
   refused(lambda: donnx.Backend.run_model(model, [x, t + 2**40]), "graph input 't'", "beyond int32", "prepare again")
 
 
+def test_a_float64_value_folded_into_a_shape_setting_input_needs_no_x64():
+  """OneHot's depth may be a float64 tensor (ONNX truncates it): NumPy folds it, so no float64 is computed."""
+  node = helper.make_node("OneHot", ["i", "depth", "values"], ["y"])
+  consts = [helper.make_tensor("depth", TensorProto.DOUBLE, [], [3.0]), helper.make_tensor("values", F32, [2], [0, 1])]
+  model = model_of([node], [info("i", I64, [2])], [info("y", F32, [2, 3])], consts)
+  assert donnx.Backend.run_model(model, [np.array([2, 0])])[0].tolist() == [[0, 0, 1], [1, 0, 0]]
+
+
 def test_a_model_prepared_with_x64_on_refuses_to_run_with_it_off():
   rep = donnx.Backend.prepare(_mean_model())
   with jax.enable_x64(True):
