@@ -164,7 +164,7 @@ def test_int64_values_that_only_move_run_in_32_bits_exactly_and_come_back_as_int
   t = np.array([-(2**31), 7, 2**31 - 1, 3], np.int64)
   g, i = donnx.Backend.run_model(model, [x, t])
   assert g.dtype == i.dtype == np.int64 and g.tolist() == [7, -(2**31), 3] and i.tolist() == [1, 0, 3]
-  refused(lambda: donnx.Backend.run_model(model, [x, t + 2**40]), "graph input 't'", "beyond int32", "prepare again")
+  refused(lambda: donnx.Backend.run_model(model, [x, t + 2**40]), "graph input 't'", "beyond int32", "before prepare")
 
 
 def test_a_float64_value_folded_into_a_shape_setting_input_needs_no_x64():

@@ -46,6 +46,7 @@ from dmljax._src.onnx.nodes import (
   inexact_in_32_bits,
   jax_dtype,
   narrowed,
+  narrowed_constant,
   numpy_fix,
   tensor_array,
   to_jax,
@@ -109,7 +110,7 @@ class _Input:
     if value.shape != self.fixed:
       self.check_shape(value.shape, seen)
     if self.narrow and isinstance(value, np.ndarray):
-      value = self._narrowed(value)
+      value = narrowed(value, lambda why: self.error(type_name(self.dtype, value.shape), why))
     return value
 
   def _as_array(self, value: Any) -> Any:
@@ -143,17 +144,6 @@ class _Input:
         raise self.error(
           got, f"dimension {axis} ({symbol}) is {shape[axis]}, but graph input {first[1]!r} gave {symbol} = {first[0]}"
         )
-
-  def _narrowed(self, value: np.ndarray) -> np.ndarray:
-    """A 64-bit integer feed as the 32-bit array JAX computes without x64, which must hold its values exactly."""
-    info = np.iinfo(self.compute)
-    if value.size and (value.min() < info.min or value.max() > info.max):
-      raise self.error(
-        type_name(value.dtype, value.shape),
-        f"values in [{value.min()}, {value.max()}], beyond {self.compute.name}, which jax_enable_x64 off computes "
-        "it in: enable it with jax.config.update('jax_enable_x64', True) and prepare again",
-      )
-    return value.astype(self.compute)
 
 
 def _shape_of(info: onnx.ValueInfoProto | onnx.TensorProto, where: str) -> Shape | None:
@@ -366,10 +356,10 @@ class BackendRep(onnx.backend.base.BackendRep):
         raise node.error(f"{why}, which jax_enable_x64 off would compute in 32 bits: {fix}")
       for position, name in enumerate(node.inputs):
         if position not in slots and name in self._constants:
-          narrowed(self._constants[name], f"input {position} ({name!r})", node)
+          narrowed_constant(self._constants[name], f"input {position} ({name!r})", node)
     for name in self.output_names:
       if name in self._constants:
-        narrowed(self._constants[name], f"graph output {name!r}", None)
+        narrowed_constant(self._constants[name], f"graph output {name!r}", None)
     for name in sorted(data):
       dtype = self._types.get(name, (None, None))[0]
       if dtype is not None and dtype in WIDE:

@@ -148,26 +148,31 @@ def numpy_fix(dtype: np.dtype) -> str:
   return f"np.asarray(x, {module}.{dtype.name})"
 
 
-def narrowed(value: np.ndarray, what: str, node: Node | None) -> np.ndarray:
-  """A NumPy constant as JAX computes it without x64: 64-bit integers as 32-bit ones, which must hold its values."""
+def narrowed(value: np.ndarray, error: Callable[[str], ModelError]) -> np.ndarray:
+  """A NumPy array as JAX computes it without x64: 64-bit integers as 32-bit ones, which must hold its values
+  (else ``error`` of why: the caller names the array)."""
   if value.dtype not in WIDE_INTEGERS or dtypes.x64_enabled():
     return value
   narrow = np.dtype(np.int32) if value.dtype == np.int64 else np.dtype(np.uint32)
   info = np.iinfo(narrow)
   if value.size and (value.min() < info.min or value.max() > info.max):
-    message = (
-      f"{what} is {value.dtype.name} with values outside {narrow.name} ([{value.min()}, {value.max()}]), which "
-      "jax_enable_x64 off computes in 32 bits: enable it with jax.config.update('jax_enable_x64', True)"
+    raise error(
+      f"{value.dtype.name} values in [{value.min()}, {value.max()}], beyond {narrow.name}, which jax_enable_x64 off "
+      "computes them in: enable it with jax.config.update('jax_enable_x64', True) before prepare"
     )
-    raise node.error(message) if node is not None else ModelError(message)
   return value.astype(narrow)
+
+
+def narrowed_constant(value: np.ndarray, what: str, node: Node | None) -> np.ndarray:
+  """:func:`narrowed` of a constant ``what`` of ``node`` (or of the graph, for ``None``)."""
+  return narrowed(value, lambda why: node.error(f"{what} holds {why}") if node else ModelError(f"{what} holds {why}"))
 
 
 def to_jax(value: Any, what: str, node: Node | None) -> Any:
   """A NumPy constant as the JAX value a traced node computes with (see :func:`narrowed`); others unchanged."""
   if not isinstance(value, np.ndarray):
     return value
-  return jnp.asarray(narrowed(value, what, node))
+  return jnp.asarray(narrowed_constant(value, what, node))
 
 
 # ---- the operators -------------------------------------------------------------------------------------
