@@ -1,10 +1,17 @@
-"""Per-node overhead of dmljax.onnx's backend: the ONNX routing graph vs the same dmljax calls written by hand.
+"""Per-call overhead of dmljax.onnx's backend, in two measurements.
 
-The graph is the one of ``examples/onnx_routing.py`` (TopK, ReduceLogSumExp, Sub, Exp, Unsqueeze, GatherND,
-Mul, ReduceSum, ArgMax, Constant, OneHot, ReduceSum). Both sides are jitted JAX functions on device arrays;
-rounds alternate between them (backend, direct, backend, ...) so that machine noise hits both alike, and
-each round times ``--calls`` calls. The report gives each side's median round, the median of the per-round
-ratios backend/direct, and whether the two optimized XLA programs are identical.
+1. The routing graph of ``examples/onnx_routing.py`` (TopK, ReduceLogSumExp, Sub, Exp, Unsqueeze, GatherND, Mul,
+   ReduceSum, ArgMax, Constant, OneHot, ReduceSum): ``rep.function`` vs the same dmljax calls jitted by hand,
+   both on device arrays, and whether the two optimized XLA programs are identical.
+2. The 4-node graph ReduceMean -> ArgMax -> OneHot -> ReduceSum, small enough that dispatch dominates: the
+   same dmljax calls jitted by hand, ``rep.function`` (device arrays in, the result waited for),
+   ``rep.run`` (NumPy in and out, every feed check included), the hand-jitted function on NumPy in and out
+   (what ``rep.run`` costs without its checks), and ONNX Runtime's ``InferenceSession.run`` where installed.
+   The targets: ``rep.function`` within 1.1x of the hand-jitted calls, ``rep.run`` within 1.5x of
+   ``rep.function``.
+
+Contenders alternate round by round, so that machine noise hits all alike; each round times ``--calls``
+calls, and the report gives each contender's median round and the medians of the per-round ratios.
 
 Run: ``python benchmarks/onnx_overhead.py`` (``--rounds``, ``--calls``, ``--tokens`` to change the workload).
 """
@@ -101,6 +108,103 @@ def main(tokens: int = 8192, experts: int = 64, width: int = 128, rounds: int = 
   return result
 
 
+def four_node_model(batch: int = 64, experts: int = 16, width: int = 8) -> Any:
+  """ReduceMean over the last axis, ArgMax, OneHot(experts), ReduceSum over the batch; x is (batch, experts, width)."""
+  from onnx import TensorProto, helper
+
+  f32, i64 = TensorProto.FLOAT, TensorProto.INT64
+  nodes = [
+    helper.make_node("ReduceMean", ["x", "last"], ["mean"], keepdims=0),
+    helper.make_node("ArgMax", ["mean"], ["choice"], axis=-1, keepdims=0),
+    helper.make_node("OneHot", ["choice", "depth", "on_off"], ["hot"], axis=-1),
+    helper.make_node("ReduceSum", ["hot", "first"], ["load"], keepdims=0),
+  ]
+  initializers = [
+    helper.make_tensor("last", i64, [1], [-1]),
+    helper.make_tensor("first", i64, [1], [0]),
+    helper.make_tensor("depth", i64, [], [experts]),
+    helper.make_tensor("on_off", f32, [2], [0.0, 1.0]),
+  ]
+  graph = helper.make_graph(
+    nodes,
+    "four_nodes",
+    [helper.make_tensor_value_info("x", f32, [batch, experts, width])],
+    [helper.make_tensor_value_info("load", f32, [experts])],
+    initializer=initializers,
+  )
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+
+
+def four_node_direct(x: jax.Array) -> tuple[jax.Array]:
+  """The 4-node graph as dmljax calls, with the options the backend passes."""
+  index = jnp.int64 if jax.config.read("jax_enable_x64") else jnp.int32
+  mean = dml.reduce(x, dml.ReduceFunction.AVERAGE, (-1,), keepdims=False, index_dtype=jnp.int32)
+  choice = dml.argmax(mean, -1, direction="increasing", keepdims=False, index_dtype=index)
+  on_off = jnp.array([0.0, 1.0], jnp.float32)
+  hot = dml.one_hot(choice, x.shape[1], axis=-1, on_value=on_off[1], off_value=on_off[0], dtype=jnp.float32)
+  return (dml.reduce(hot, dml.ReduceFunction.SUM, (0,), keepdims=False, index_dtype=jnp.int32),)
+
+
+def _per_call(function: Any, calls: int) -> float:
+  start = time.perf_counter()
+  for _ in range(calls):
+    function()
+  return (time.perf_counter() - start) / calls
+
+
+def four_node(batch: int = 64, experts: int = 16, width: int = 8, rounds: int = 31, calls: int = 200) -> dict[str, Any]:
+  """Times the 4-node graph's contenders in interleaved rounds; returns median microseconds and ratios."""
+  model = four_node_model(batch, experts, width)
+  x = np.random.default_rng(0).normal(size=(batch, experts, width)).astype(np.float32)
+  on_device = jnp.asarray(x)
+  rep = donnx.Backend.prepare(model)
+  hand = jax.jit(four_node_direct)
+  same_program = _normalized(rep.lower(on_device).compile().as_text()) == _normalized(
+    hand.lower(on_device).compile().as_text()
+  )
+  np.testing.assert_array_equal(rep.run([x])[0], np.asarray(hand(on_device)[0]))
+  contenders = {
+    "hand-jitted dmljax": lambda: jax.block_until_ready(hand(on_device)),
+    "rep.function": lambda: jax.block_until_ready(rep.function(on_device)),
+    "rep.run (NumPy in/out, checked)": lambda: rep.run([x]),
+    "hand-jitted, NumPy in/out": lambda: [np.asarray(o) for o in hand(x)],
+  }
+  try:
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], rep.run([x])[0])
+    contenders["ONNX Runtime (NumPy in/out)"] = lambda: session.run(None, {"x": x})
+  except ImportError:
+    pass
+  for function in contenders.values():
+    _per_call(function, 5)
+  times: dict[str, list[float]] = {name: [] for name in contenders}
+  for _ in range(rounds):
+    for name, function in contenders.items():
+      times[name].append(_per_call(function, calls))
+  columns = {name: np.array(t) for name, t in times.items()}
+  result: dict[str, Any] = {
+    "shape": (batch, experts, width),
+    "us": {name: 1e6 * float(np.median(t)) for name, t in columns.items()},
+    "function_over_hand": float(np.median(columns["rep.function"] / columns["hand-jitted dmljax"])),
+    "run_over_function": float(np.median(columns["rep.run (NumPy in/out, checked)"] / columns["rep.function"])),
+    "run_over_numpy_hand": float(
+      np.median(columns["rep.run (NumPy in/out, checked)"] / columns["hand-jitted, NumPy in/out"])
+    ),
+    "same_program": same_program,
+    "device": str(jax.devices()[0]),
+  }
+  figures = ", ".join(f"{name} {us:.1f} us" for name, us in result["us"].items())
+  print(
+    f"{result['device']} 4-node graph {result['shape']} (median of {rounds} interleaved rounds of {calls} calls): "
+    f"{figures}; rep.function / hand-jitted {result['function_over_hand']:.3f}, rep.run / rep.function "
+    f"{result['run_over_function']:.3f}, rep.run / hand-jitted NumPy in/out {result['run_over_numpy_hand']:.3f}; "
+    f"identical optimized HLO: {same_program}"
+  )
+  return result
+
+
 if __name__ == "__main__":
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--tokens", type=int, default=8192)
@@ -108,5 +212,10 @@ if __name__ == "__main__":
   parser.add_argument("--width", type=int, default=128)
   parser.add_argument("--rounds", type=int, default=21)
   parser.add_argument("--calls", type=int, default=20)
+  parser.add_argument("--only", choices=["routing", "four-node"], help="one of the two measurements")
+  parser.add_argument("--four-node-calls", type=int, default=200)
   args = parser.parse_args()
-  main(args.tokens, args.experts, args.width, args.rounds, args.calls)
+  if args.only != "four-node":
+    main(args.tokens, args.experts, args.width, args.rounds, args.calls)
+  if args.only != "routing":
+    four_node(rounds=args.rounds, calls=args.four_node_calls)

@@ -171,3 +171,74 @@ def test_one_hot_reports_a_non_scalar_on_value_and_its_64_bit_dtype_together() -
   message = str(error)
   assert "on_value must be a scalar; got on_value.shape=(2,)" in message
   assert "got on_value=float64 with jax_enable_x64 off" in message
+
+
+# ------------------------------------------------------------------------------------ issue 18's reproducers
+def test_an_output_past_xlas_extents_is_a_descriptor_error_at_trace_time() -> None:
+  """one_hot's depth and gather_nd's shapes set the output's size: past 2**59 - 1 elements XLA would abort."""
+  with x64():
+    error = _error(lambda: jax.eval_shape(lambda i: dml.one_hot(i, 2**62), jnp.array([1, 2, 3])))
+    assert "the output (indices.shape with depth inserted) must have at most 2**59 - 1 elements" in str(error)
+    assert "got depth=4611686018427387904 (output shape (3, 4611686018427387904)" in str(error)
+    x, i = jax.ShapeDtypeStruct((2**40, 2**30), jnp.float32), jax.ShapeDtypeStruct((2**40, 1), jnp.int32)
+    assert "must have at most 2**59 - 1 elements" in str(_error(lambda: jax.eval_shape(dml.gather_nd, x, i)))
+    desc = dml.OneHotDesc(dml.TensorDesc(U32, (3, 1)), dml.TensorDesc(F32, (1, 2)), dml.TensorDesc(F32, (3, 2**62)), 1)
+    error = _error(lambda: dml.execute(desc, np.zeros((3, 1), np.uint32), np.zeros((1, 2), np.float32)))
+    assert "output_tensor must have at most 2**59 - 1 elements" in str(error)
+
+
+def test_the_depth_that_aborted_the_interpreter_raises_in_a_subprocess() -> None:
+  """The issue's two reproducers, eagerly, where a regression would kill the process rather than fail a test."""
+  import subprocess
+  import sys
+
+  code = (
+    "import jax, jax.numpy as jnp, numpy as np, dmljax as dml, dmljax.onnx as donnx\n"
+    "jax.config.update('jax_enable_x64', True)\n"
+    "for call in (lambda: dml.one_hot(jnp.array([1, 2, 3]), 2**62),\n"
+    "             lambda: donnx.one_hot(np.array([1, 2, 3]), 2**63 - 1, np.array([0, 1]))):\n"
+    "  try:\n"
+    "    call()\n"
+    "  except dml.DescriptorError as e:\n"
+    "    print('refused:', str(e).splitlines()[0][:60])\n"
+  )
+  done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert done.stdout.count("refused: one_hot: the output") == 2, done.stdout
+
+
+def test_64_bit_numpy_input_without_x64_names_the_cast_that_would_do() -> None:
+  """Eager NumPy int64 stays an error (dmljax never narrows silently; jax.jit converts before dmljax sees it), and
+  the message offers the cast, saying whether it is exact."""
+  message = str(_error(lambda: dml.one_hot(np.array([1, 2, 3]), 4)))
+  assert "indices of type int64 needs jax.config.update('jax_enable_x64', True), or cast it: " in message
+  assert "indices.astype(np.int32) (its values fit)" in message
+  message = str(_error(lambda: dml.gather_nd(np.zeros(3, np.float32), np.array([[2**40]]))))
+  assert "(its values [1099511627776, 1099511627776] do not fit int32)" in message and "astype" not in message
+  assert "or cast it: x.astype(np.float32) (which rounds)" in str(_error(lambda: dml.top_k(np.ones(3), 1)))
+  assert jax.jit(lambda i: dml.one_hot(i, 4))(np.array([1, 2, 3])).shape == (3, 4)  # JAX converts it first
+
+
+def test_gather_nd_batch_dims_must_leave_an_indexed_dimension() -> None:
+  error = _error(lambda: dml.gather_nd(jnp.ones((2, 3, 4)), jnp.zeros((2, 3, 1), jnp.int32), batch_dims=3))
+  assert str(error) == (
+    "gather_nd: batch_dims must be an integer in [0, 2] (below the ranks of x and indices, leaving a dimension to "
+    "index); got batch_dims=3"
+  )
+
+
+def test_one_dimensional_row_ids_get_the_take_hint() -> None:
+  error = _error(lambda: dml.gather_nd(jnp.ones((5, 3)), jnp.array([3, 1, 4], jnp.int32)))
+  assert (
+    "1-D indices are one index tuple of length 3; for a list of row ids (as jnp.take(x, ids, axis=0) or x[ids]), "
+    "pass indices[:, None]; got indices.shape=(3,)"
+  ) in str(error)
+  # A valid tuple gets no hint, and a 2-D index array none either.
+  assert "row ids" not in str(_error(lambda: dml.gather_nd(jnp.ones((5, 3)), jnp.zeros((2, 3), jnp.int32))))
+
+
+def test_every_independent_problem_is_reported() -> None:
+  error = _error(lambda: dml.top_k(jnp.ones(3, jnp.complex64), 2, axis=5))
+  assert [p.split("; got ")[1] for p in error.problems] == ["x.dtype=complex64", "axis=5"]
+  error = _error(lambda: dml.gather_nd(jnp.ones((2, 3)), jnp.ones((2, 1), jnp.float32), batch_dims=5))
+  assert [p.split("; got ")[1] for p in error.problems] == ["indices.dtype=float32", "batch_dims=5"]

@@ -564,7 +564,8 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
   (
     "batch count",
     _gather1((2, 3), (2, 1), (1, 2), (2, 2, 2)),
-    "GATHER_ND1: batch_dimension_count must be an integer in [0, 1] (below the rank of indices_tensor); "
+    "GATHER_ND1: batch_dimension_count must be an integer in [0, 1] (below the ranks of input_tensor and "
+    "indices_tensor, leaving a dimension to index); "
     "got batch_dimension_count=2",
   ),
   (
@@ -635,10 +636,10 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
     "64-bit array needs x64 (functional)",
     lambda: dml.one_hot(np.zeros(2, np.int32), 3, on_value=np.float64(1), off_value=np.float64(0)),
     "one_hot: 2 problems:\n"
-    "  - on_value of type float64 needs jax.config.update('jax_enable_x64', True); "
-    "got on_value=float64 with jax_enable_x64 off\n"
-    "  - off_value of type float64 needs jax.config.update('jax_enable_x64', True); "
-    "got off_value=float64 with jax_enable_x64 off",
+    "  - on_value of type float64 needs jax.config.update('jax_enable_x64', True), or cast it: "
+    "on_value.astype(np.float32) (which rounds); got on_value=float64 with jax_enable_x64 off\n"
+    "  - off_value of type float64 needs jax.config.update('jax_enable_x64', True), or cast it: "
+    "off_value.astype(np.float32) (which rounds); got off_value=float64 with jax_enable_x64 off",
   ),
   (
     "integer or floating x",

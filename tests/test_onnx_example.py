@@ -29,3 +29,6 @@ def test_onnx_overhead_benchmark_smoke():
   result = module.main(tokens=64, experts=8, width=4, rounds=3, calls=2)
   assert result["same_program"] is True
   assert 0 < result["ratio"] < 100
+  small = module.four_node(rounds=2, calls=2)
+  assert small["same_program"] is True
+  assert all(0 < us < 1e6 for us in small["us"].values()) and 0 < small["run_over_function"] < 100

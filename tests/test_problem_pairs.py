@@ -198,7 +198,7 @@ FUNCTIONAL_OPERATORS = [
     dict(shape=(2, 5), dtype=np.float32, k=2, axis=1, direction="decreasing", index_dtype=jnp.int32),
     _f_top_k,
     (
-      fault("dtype", "got x.dtype=complex64", masks=("axis", "k"), dtype=np.complex64),
+      fault("dtype", "got x.dtype=complex64", dtype=np.complex64),  # issue 18: top_k(complex64, 2, axis=5) named both
       fault("axis", "got axis=3", masks=("k",), axis=3),
       fault("k", "got k=6", k=6),
       fault("direction", "got direction='down'", direction="down"),
@@ -223,7 +223,7 @@ FUNCTIONAL_OPERATORS = [
     (
       fault("x_rank", "got x.shape=() (rank 0)", masks=("batch_dims", "tuple"), x_shape=()),
       fault("indices_rank", "got indices.shape=() (rank 0)", masks=("batch_dims", "tuple"), indices_shape=()),
-      fault("indices_dtype", "got indices.dtype=float32", masks=("batch_dims", "tuple"), indices_dtype=np.float32),
+      fault("indices_dtype", "got indices.dtype=float32", indices_dtype=np.float32),  # issue 18: batch_dims named too
       fault("batch_dims", "got batch_dims=2", masks=("tuple",), batch_dims=2),
       fault("tuple", "got indices.shape=(4, 3)", indices_shape=(4, 3)),
     ),

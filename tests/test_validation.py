@@ -273,7 +273,8 @@ CASES = [
     run(dml.GatherND1Desc(T("FLOAT32", 2, 2), T("UINT32", 2, 1), T("FLOAT32", 2, 2), 2, 2, 2)),
     (S((2, 2), F32), S((2, 1), U32)),
     (
-      "GATHER_ND1: batch_dimension_count must be an integer in [0, 1] (below the rank of indices_tensor)",
+      "GATHER_ND1: batch_dimension_count must be an integer in [0, 1] (below the ranks of input_tensor and "
+      "indices_tensor, leaving a dimension to index)",
       "got batch_dimension_count=2",
     ),
   ),
@@ -583,7 +584,10 @@ CASES = [
     "fn_gather_batch_dims_too_large",
     lambda x, i: dml.gather_nd(x, i, batch_dims=2),
     (S((3, 4), F32), S((3, 1), I32)),
-    ("gather_nd: batch_dims must be an integer in [0, 1] (below the rank of indices); got batch_dims=2",),
+    (
+      "gather_nd: batch_dims must be an integer in [0, 1] (below the ranks of x and indices, leaving a dimension to "
+      "index); got batch_dims=2",
+    ),
   ),
   Case(
     "fn_one_hot_float_indices",

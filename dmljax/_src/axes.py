@@ -106,6 +106,27 @@ def static_int(p: Problems, field: str, value: Any, statement: str, in_range: Ca
   return number
 
 
+def from_tensor(p: Problems, field: str, value: Any, *, scalar: bool) -> Any:
+  """A static parameter given as a concrete array (ONNX's ``K``, ``axes`` and ``depth`` inputs) in the form
+  :func:`static_int` and :func:`canonical_axes` judge.
+
+  A one-element array gives its element (``scalar``), a 1-D array the tuple of its elements, each as the Python
+  number of its type, so a float or a bool is refused there as it would be given directly. Anything else is
+  returned unchanged for those parsers (a tracer gets their ``jax.jit`` hint); a wrong-shaped array is recorded
+  in ``p`` and gives ``None``.
+  """
+  if isinstance(value, jax.core.Tracer) or not isinstance(value, (np.ndarray, np.generic, jax.Array)):
+    return value
+  array = np.asarray(value)
+  if scalar:
+    if not p.require(array.size == 1, f"{field} must hold exactly one value", f"{field}.shape={array.shape}"):
+      return None
+    return array.reshape(-1)[0].item()
+  if not p.require(array.ndim <= 1, f"{field} must be a 1-D tensor of axes", f"{field}.shape={array.shape}"):
+    return None
+  return tuple(array.reshape(-1).tolist())
+
+
 def canonical_axis(p: Problems, field: str, axis: Any, rank: int, *, allow_negative: bool, of: str = "") -> int | None:
   """A single axis in ``[0, rank)``, or ``[-rank, rank)`` where negative axes are allowed.
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import math
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -96,13 +98,47 @@ def dtype_name(dtype: Any) -> str:
   return np.dtype(dtype).name
 
 
-def require_x64_for(p: Problems, field: str, dtype: Any) -> bool:
-  """A 64-bit type without ``jax_enable_x64`` is an error, never a silent downcast."""
-  return p.require(
-    not is_64bit(dtype) or x64_enabled(),
-    f"{field} of type {dtype_name(dtype)} needs jax.config.update('jax_enable_x64', True)",
+def require_x64_for(p: Problems, field: str, dtype: Any, hint: Callable[[], str] | None = None) -> bool:
+  """A 64-bit type without ``jax_enable_x64`` is an error, never a silent downcast; ``hint()`` ends the statement."""
+  if not is_64bit(dtype) or x64_enabled():
+    return True
+  p.add(
+    f"{field} of type {dtype_name(dtype)} needs jax.config.update('jax_enable_x64', True){hint() if hint else ''}",
     f"{field}={dtype_name(dtype)} with jax_enable_x64 off",
   )
+  return False
+
+
+# XLA counts every array's bytes in int64 and aborts the whole process (a failed C++ check, not a Python exception)
+# when that count overflows. The widest element an operator creates is 16 bytes (complex128), so an output of at
+# most this many elements (2**59 - 1) can never overflow it.
+MAX_ELEMENTS = (2**63 - 1) // 16
+
+
+def extent_fits(p: Problems, what: str, shape: tuple[int, ...], got: str) -> bool:
+  """An output of ``shape`` must have at most :data:`MAX_ELEMENTS` elements (larger aborts XLA)."""
+  count = math.prod(shape)
+  return p.require(
+    count <= MAX_ELEMENTS,
+    f"{what} must have at most 2**59 - 1 elements (XLA counts an array's bytes in int64, and past that it aborts "
+    "the process)",
+    f"{got} (output shape {tuple(shape)}, {count} elements)",
+  )
+
+
+def _narrowing_hint(field: str, x: Any, dtype: np.dtype) -> str:
+  """How else a 64-bit NumPy value could be given without x64: the cast to its 32-bit type, where exact for integers."""
+  if not isinstance(x, (np.ndarray, np.generic)):
+    return ""
+  if dtype.kind in "fc":
+    narrow = "float32" if dtype.kind == "f" else "complex64"
+    return f", or cast it: {field}.astype(np.{narrow}) (which rounds)"
+  narrow = "int32" if dtype.kind == "i" else "uint32"
+  values = np.asarray(x)
+  info = np.iinfo(narrow)
+  if values.size and (values.min() < info.min or values.max() > info.max):
+    return f" (its values [{values.min()}, {values.max()}] do not fit {narrow})"
+  return f", or cast it: {field}.astype(np.{narrow}) (its values fit)"
 
 
 def canonical_index_dtype(p: Problems, field: str, index_dtype: Any) -> np.dtype | None:
@@ -123,7 +159,9 @@ def as_array(p: Problems, field: str, x: Any) -> jax.Array | None:
   """``jnp.asarray(x)``, refusing 64-bit NumPy input without x64.
 
   ``jnp.asarray`` would silently truncate a float64/int64 NumPy array when x64 is
-  off; dmljax raises an error instead (docs/semantics.rst, "64-bit types").
+  off; dmljax raises an error instead (docs/semantics.rst, "64-bit types"), which
+  names the cast that would give the same call in 32 bits: exact for integers
+  whose values fit (and said so), rounding for floats.
   """
   declared = getattr(x, "dtype", None)
   if declared is not None:
@@ -139,7 +177,7 @@ def as_array(p: Problems, field: str, x: Any) -> jax.Array | None:
       f"{field}.dtype={dtype_name(declared)}",
     ):
       return None
-    if not require_x64_for(p, field, declared):
+    if not require_x64_for(p, field, declared, lambda: _narrowing_hint(field, x, np.dtype(declared))):
       return None
   try:
     return jnp.asarray(x)

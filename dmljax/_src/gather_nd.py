@@ -214,13 +214,24 @@ def _check_gather_nd(
     return None
   q = indices_shape[-1]
   batch_field = f["batch_dims"]
-  statement = f"{batch_field} must be an integer in [0, {len(indices_shape) - 1}] (below the rank of {f['indices']})"
-  if axes_lib.static_int(p, batch_field, batch_dims, statement, lambda b: 0 <= b < len(indices_shape)) is None:
+  # Batch dimensions come before the indices' tuple dimension and before at least one indexed dimension of x.
+  most = min(len(indices_shape), len(x_shape)) - 1
+  statement = (
+    f"{batch_field} must be an integer in [0, {most}] (below the ranks of {f['x']} and {f['indices']}, "
+    "leaving a dimension to index)"
+  )
+  if axes_lib.static_int(p, batch_field, batch_dims, statement, lambda b: 0 <= b <= most) is None:
     return None
+  row_ids = ""
+  if f is FUNCTIONAL and len(indices_shape) == 1 and q > len(x_shape) - batch_dims:
+    row_ids = (
+      f". 1-D indices are one index tuple of length {q}; for a list of row ids (as jnp.take(x, ids, axis=0) or "
+      "x[ids]), pass indices[:, None]"
+    )
   ok = p.require(
     1 <= q <= len(x_shape) - batch_dims,
     f"{f.shape('indices')}[-1] (the index tuple length) must be in "
-    f"[1, {len(x_shape) - batch_dims}] (rank of {f['x']} minus {batch_field})",
+    f"[1, {len(x_shape) - batch_dims}] (rank of {f['x']} minus {batch_field}){row_ids}",
     f"{f.shape('indices')}={indices_shape}",
   )
   ok &= p.require(
@@ -232,7 +243,11 @@ def _check_gather_nd(
     return None
   for d in range(batch_dims, batch_dims + q):
     ok &= dtypes.positions_fit(p, f"{f.shape('x')}[{d - len(x_shape)}]", x_shape[d])
-  return indices_shape[:-1] + x_shape[batch_dims + q :] if ok else None
+  out_shape = indices_shape[:-1] + x_shape[batch_dims + q :]
+  got = f"{f.shape('x')}={x_shape}, {f.shape('indices')}={indices_shape}"
+  what = f"the output ({f.shape('indices')}[:-1] + {f.shape('x')}[{batch_field} + tuple length:])"
+  ok &= dtypes.extent_fits(p, what, out_shape, got)
+  return out_shape if ok else None
 
 
 def _explicit_output_spec(x: jax.Array, indices: jax.Array, batch_dims: int) -> tuple[Any, PartitionSpec] | None:
@@ -402,8 +417,9 @@ def gather_nd(x: ArrayLike, indices: ArrayLike, *, batch_dims: int = 0, determin
   p = Problems("gather_nd")
   array = dtypes.as_array(p, "x", x)
   index_array = dtypes.as_array(p, "indices", indices)
-  integer_indices = index_array is not None and dtypes.require_integer(p, "indices", np.dtype(index_array.dtype))
-  if array is not None and index_array is not None and integer_indices:
+  if index_array is not None:
+    dtypes.require_integer(p, "indices", np.dtype(index_array.dtype))
+  if array is not None and index_array is not None:  # the shape rules hold whatever the indices' dtype
     out_shape = _check_gather_nd(p, FUNCTIONAL, array.shape, index_array.shape, batch_dims)
     if deterministic and out_shape is not None:
       keyed = array.shape[: batch_dims + index_array.shape[-1]]

@@ -213,6 +213,10 @@ def one_hot(
     canonical_axis = (
       axes_lib.canonical_axis(p, "axis", axis, rank + 1, allow_negative=True, of="the output's ") if ok else None
     )
+    if canonical_axis is not None and length is not None:
+      shape = index_array.shape
+      out_shape = (*shape[:canonical_axis], length, *shape[canonical_axis:])
+      dtypes.extent_fits(p, "the output (indices.shape with depth inserted)", out_shape, f"depth={depth}")
     canonical_axis = canonical_axis if integer_indices else None
   p.raise_if_any()
   assert index_array is not None and values is not None and canonical_axis is not None and length is not None

@@ -118,6 +118,7 @@ def well_formed(p: Problems, field: str, desc: Any) -> bool:
     f"{field}.sizes must all be >= 1 (DirectML has no size-0 dimensions)",
     f"{field}.sizes={sizes}",
   )
+  ok &= dtypes.extent_fits(p, field, sizes, f"{field}.sizes={sizes}")
   if data_type is not None:
     ok &= dtypes.require_x64_for(p, f"{field}.data_type", dtypes.numpy_dtype(data_type))
   return ok

@@ -266,7 +266,8 @@ def top_k(
   canonical_direction = axes_lib.canonical_direction(p, "direction", direction)
   canonical_index = dtypes.canonical_index_dtype(p, "index_dtype", index_dtype)
   canonical_axis = None
-  if array is not None and dtypes.require_real(p, "x", np.dtype(array.dtype), "top_k orders values"):
+  if array is not None:  # the shape rules hold whatever the dtype: both are reported
+    dtypes.require_real(p, "x", np.dtype(array.dtype), "top_k orders values")
     canonical_axis = _check_top_k(p, FUNCTIONAL, array.shape, axis, k, canonical_index, allow_negative_axis=True)
   p.raise_if_any()
   assert array is not None and canonical_axis is not None and canonical_index is not None

@@ -32,11 +32,12 @@ from dmljax._src.onnx.ops import (
 )
 
 # The backend needs the onnx package; the functions above do not, so it is imported on first use.
-_BACKEND_NAMES = ("SUPPORTED_OPS", "Backend", "BackendRep", "ModelError", "prepare", "run_model", "run_node",
-                  "supports_device")  # fmt: skip
+_BACKEND_NAMES = ("DEFAULT_MAX_ELEMENTS", "SUPPORTED_OPS", "Backend", "BackendRep", "ModelError", "prepare",
+                  "run_model", "run_node", "supports_device")  # fmt: skip
 
 if TYPE_CHECKING:
   from dmljax._src.onnx.backend import (
+    DEFAULT_MAX_ELEMENTS,
     SUPPORTED_OPS,
     Backend,
     BackendRep,
@@ -59,6 +60,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+  "DEFAULT_MAX_ELEMENTS",
   "SUPPORTED_OPS",
   "Backend",
   "BackendRep",

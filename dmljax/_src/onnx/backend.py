@@ -6,98 +6,60 @@ contain (Constant, Identity, Cast, CastLike, Reshape, Squeeze, Unsqueeze, and th
 Log, Sqrt, Add, Sub, Mul, Div) is plain ``jax.numpy``/``lax``. Nothing else is traced, so the jitted
 function is the same XLA program as the dmljax calls written by hand.
 
-Inputs that set a shape in JAX (TopK's ``K``, the reductions' ``axes``, OneHot's ``depth``, the shapes
-and axes of Reshape/Squeeze/Unsqueeze) must be known when the function is traced: an initializer, a
-Constant node (possibly through Identity/Cast/Reshape/Squeeze/Unsqueeze), or a graph input given as a
-concrete value, on which the function is specialised. Anything computed at run time in those positions
-is refused at :meth:`Backend.prepare` with a :class:`ModelError` naming the node, the input and why.
-
-64-bit types: with ``jax_enable_x64`` on, every ONNX type is computed as declared. With it off, int64
-and uint64 tensors are computed as int32/uint32: :meth:`BackendRep.run` checks that every integer it
-passes in fits (else a :class:`ModelError` names the input) and returns each output in the type the
-graph declares (an int64 index output comes back as int64). float64 tensors are refused without x64,
-as dmljax refuses them everywhere, rather than computed in float32 silently.
+:meth:`Backend.prepare` reads the model as a stranger's file (see :mod:`dmljax._src.onnx.model`), then
+checks what can be checked without data: every shape-setting input is known when tracing; every attribute
+and static input is valid; every tensor's size is within the limit; without ``jax_enable_x64``, no tensor
+is float64 and no int64 result could leave 32 bits. Where the declared shapes fix every dimension it traces
+the whole graph abstractly (``jax.eval_shape``), which runs every rule of every operator; where a dimension
+is symbolic, the rules that need its value run when :meth:`BackendRep.run` first sees it, still before
+anything executes. :meth:`BackendRep.run` checks every feed against the graph's declaration.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
-import os
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import onnx
 import onnx.backend.base
-from jax import lax
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from dmljax._src import dtypes
 from dmljax._src.errors import DescriptorError
-from dmljax._src.onnx import ops
+from dmljax._src.onnx import model as model_lib
+from dmljax._src.onnx.nodes import (
+  FOLDABLE,
+  HANDLERS,
+  STATIC_SLOTS,
+  SUPPORTED_OPS,
+  WIDE,
+  ModelError,
+  Node,
+  check_static_input,
+  element_dtype,
+  inexact_in_32_bits,
+  jax_dtype,
+  narrowed,
+  narrowed_constant,
+  numpy_fix,
+  tensor_array,
+  to_jax,
+  type_name,
+)
 
+__all__ = ["DEFAULT_MAX_ELEMENTS", "SUPPORTED_OPS", "Backend", "BackendRep", "ModelError"]
 
-class ModelError(ValueError):
-  """An ONNX model, node or input that :mod:`dmljax.onnx`'s backend cannot run.
+DEFAULT_MAX_ELEMENTS = 2**31 - 1
+"""The most elements :meth:`Backend.prepare` lets any tensor of a graph have (``max_elements=`` changes it)."""
 
-  The message names the node (its name, or its position when unnamed), its op type and, where one input
-  is the cause, that input and why.
-
-  Attributes:
-    node: the node's name (``None`` when the problem is a graph input).
-    op_type: the node's op type (``None`` likewise).
-
-  Example:
-    >>> import dmljax.onnx as donnx
-    >>> from onnx import TensorProto, helper
-    >>> node = helper.make_node("Softmax", ["x"], ["y"], name="probs")
-    >>> graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-    ...                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
-    >>> try:
-    ...   donnx.Backend.prepare(helper.make_model(graph))
-    ... except donnx.ModelError as error:
-    ...   print(str(error)[:63])
-    node 'probs' (Softmax): op type Softmax (domain 'ai.onnx') is n
-  """
-
-  def __init__(self, message: str, *, node: str | None = None, op_type: str | None = None):
-    self.node = node
-    self.op_type = op_type
-    super().__init__(message)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Node:
-  name: str
-  op_type: str
-  inputs: tuple[str, ...]
-  outputs: tuple[str, ...]
-  attrs: Mapping[str, Any]
-  opset: int
-
-  def error(self, message: str) -> ModelError:
-    return ModelError(f"node {self.name!r} ({self.op_type}): {message}", node=self.name, op_type=self.op_type)
-
-  def attr(self, name: str, default: Any) -> Any:
-    return self.attrs.get(name, default)
-
-
-# Inputs that set a shape, by op type: input position -> what the input is.
 _SHAPE_SETTING = "it sets the output's shape, which JAX fixes when it traces the function"
-_STATIC_SLOTS: dict[str, dict[int, str]] = {
-  "TopK": {1: "K"},
-  "OneHot": {1: "depth"},
-  "Reshape": {1: "shape"},
-  "Squeeze": {1: "axes"},
-  "Unsqueeze": {1: "axes"},
-  **{name: {1: "axes"} for name in ops.REDUCE_FUNCTIONS},
-}
-# Glue evaluated with NumPy when all its inputs are known, so that a Constant stays known through it.
-_FOLDABLE = frozenset({"Constant", "Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze"})
-_ONNX_DOMAINS = ("", "ai.onnx")
+Shape = tuple[int | str | None, ...]
 
 
 class _Static:
@@ -114,381 +76,400 @@ class _Static:
     return isinstance(other, _Static) and self._key == other._key
 
 
-def _jax_dtype(dtype: np.dtype, node: _Node) -> np.dtype:
-  """``dtype`` as JAX computes it: 64-bit integers narrow to 32 bits without x64, floats never do."""
-  if not dtypes.x64_enabled() and dtype in (np.dtype(np.float64), np.dtype(np.complex128)):
-    raise node.error(f"{dtype.name} needs jax.config.update('jax_enable_x64', True)")
-  return np.dtype(jax.dtypes.canonicalize_dtype(dtype))
+class _Input:
+  """A graph input as declared: what :meth:`BackendRep.run` checks each feed against.
 
+  Everything :meth:`check` compares with is computed once, here, so that a call costs a few comparisons.
+  """
 
-def _as_jax(value: Any, what: str, node: _Node) -> Any:
-  """A data input as a JAX value: constants go in with 64-bit integers checked to fit 32 bits without x64."""
-  if not isinstance(value, np.ndarray):
-    return value
-  return jnp.asarray(_narrowed(value, what, lambda message: node.error(message)))
+  def __init__(self, name: str, dtype: np.dtype, shape: Shape | None, default: np.ndarray | None):
+    self.name = name
+    self.dtype = dtype  # the declared element type
+    self.compute = jax_dtype(dtype)  # the type JAX computes it in
+    self.narrow = self.compute != dtype  # a 64-bit integer computed in 32 bits (x64 off)
+    self.shape = shape  # ints, names of symbolic dimensions, None where unknown; None: rank unknown
+    self.default = default  # an initializer of the same name: a default the caller may override (ONNX IR)
+    known = shape is not None and all(isinstance(d, int) for d in shape)
+    self.fixed = tuple(d for d in shape if isinstance(d, int)) if known and shape is not None else None
+    self.symbols = tuple((i, d) for i, d in enumerate(shape or ()) if isinstance(d, str))
+    self.declared = type_name(dtype, shape)
 
+  def error(self, got: str, why: str) -> ModelError:
+    return ModelError(f"graph input {self.name!r} is declared {self.declared}; got {got}: {why}", input_name=self.name)
 
-def _narrowed(value: np.ndarray, what: str, error: Callable[[str], ModelError]) -> np.ndarray:
-  if dtypes.x64_enabled():
-    return value
-  if value.dtype in (np.dtype(np.float64), np.dtype(np.complex128)):
-    raise error(f"{what} is {value.dtype.name}, which needs jax.config.update('jax_enable_x64', True)")
-  if value.dtype in (np.dtype(np.int64), np.dtype(np.uint64)):
-    narrow = np.dtype(np.int32) if value.dtype == np.int64 else np.dtype(np.uint32)
-    info = np.iinfo(narrow)
-    if value.size and (value.min() < info.min or value.max() > info.max):
-      raise error(
-        f"{what} is {value.dtype.name} with values outside {narrow.name} ([{value.min()}, {value.max()}]); "
-        "without jax_enable_x64 they are computed as "
-        f"{narrow.name}: enable it with jax.config.update('jax_enable_x64', True)"
+  def check(self, value: Any, seen: dict[str, tuple[int, str]]) -> Any:
+    """``value`` checked against the declaration, as the array the graph function takes; ``seen`` collects the
+    symbolic dimensions' values across inputs."""
+    if type(value) is not np.ndarray:
+      value = self._as_array(value)
+    if value.dtype != self.dtype and not (isinstance(value, jax.Array) and value.dtype == self.compute):
+      raise self.error(
+        type_name(np.dtype(value.dtype), value.shape),
+        f"the element type differs; give it as {numpy_fix(self.dtype)}",
       )
-    return value.astype(narrow)
-  return value
+    if value.shape != self.fixed:
+      self.check_shape(value.shape, seen)
+    if self.narrow and isinstance(value, np.ndarray):
+      value = narrowed(value, lambda why: self.error(type_name(self.dtype, value.shape), why))
+    return value
+
+  def _as_array(self, value: Any) -> Any:
+    if value is None:
+      raise self.error("None", "give an array")
+    if isinstance(value, (jax.Array, np.generic)):
+      return value if isinstance(value, jax.Array) else np.asarray(value)
+    try:
+      array = np.asarray(value)
+    except (TypeError, ValueError) as e:
+      raise self.error(f"a {type(value).__name__}", f"NumPy cannot read it as an array ({e})") from e
+    if array.dtype != self.dtype:
+      raise self.error(
+        f"a {type(value).__name__}, which NumPy reads as {type_name(array.dtype, array.shape)}",
+        f"give it as {numpy_fix(self.dtype)}",
+      )
+    return array
+
+  def check_shape(self, shape: tuple[int, ...], seen: dict[str, tuple[int, str]]) -> None:
+    if self.shape is None:
+      return
+    got = type_name(self.dtype, shape)
+    if len(shape) != len(self.shape):
+      raise self.error(got, f"rank {len(shape)}, where the graph declares rank {len(self.shape)}")
+    for axis, (size, declared) in enumerate(zip(shape, self.shape, strict=True)):
+      if isinstance(declared, int) and size != declared:
+        raise self.error(got, f"dimension {axis} is {size}, where the graph fixes it at {declared}")
+    for axis, symbol in self.symbols:
+      first = seen.setdefault(symbol, (shape[axis], self.name))
+      if first[0] != shape[axis]:
+        raise self.error(
+          got, f"dimension {axis} ({symbol}) is {shape[axis]}, but graph input {first[1]!r} gave {symbol} = {first[0]}"
+        )
 
 
-# ---- the operators -------------------------------------------------------------------------------------
-
-
-def _top_k(node: _Node, args: list[Any]) -> list[Any]:
-  k = node.attrs["k"] if "k" in node.attrs else args[1]
-  values, indices = ops.top_k(
-    args[0], k, axis=node.attr("axis", -1), largest=bool(node.attr("largest", 1)), sorted=bool(node.attr("sorted", 1))
-  )
-  return [values, indices]
-
-
-def _arg(find_max: bool) -> Callable[[_Node, list[Any]], list[Any]]:
-  def convert(node: _Node, args: list[Any]) -> list[Any]:
-    function = ops.argmax if find_max else ops.argmin
-    out = function(
-      args[0],
-      axis=node.attr("axis", 0),
-      keepdims=bool(node.attr("keepdims", 1)),
-      select_last_index=bool(node.attr("select_last_index", 0)),
-    )
-    return [out]
-
-  return convert
-
-
-def _gather_nd(node: _Node, args: list[Any]) -> list[Any]:
-  return [ops.gather_nd(args[0], args[1], batch_dims=node.attr("batch_dims", 0))]
-
-
-def _gather(node: _Node, args: list[Any]) -> list[Any]:
-  """ONNX Gather along ``axis`` as dmljax's GATHER_ND of one-element index tuples (same index policy)."""
-  data, indices = args[0], args[1]
-  rank, count = data.ndim, indices.ndim
-  axis = node.attr("axis", 0)
-  if not -rank <= axis < rank:
-    raise node.error(f"axis must be in [{-rank}, {rank - 1}]; got axis={axis}")
-  axis %= rank
-  out = ops.gather_nd(jnp.moveaxis(data, axis, 0), jnp.expand_dims(indices, -1), batch_dims=0)
-  # out: indices' dims, then data's dims but axis; ONNX puts indices' dims where axis was.
-  order = [*range(count, count + axis), *range(count), *range(count + axis, count + rank - 1)]
-  return [jnp.transpose(out, order) if order != sorted(order) else out]
-
-
-def _reduce(node: _Node, args: list[Any]) -> list[Any]:
-  axes = node.attrs["axes"] if "axes" in node.attrs else (args[1] if len(args) > 1 else None)
-  out = ops.reduce(
-    node.op_type,
-    args[0],
-    axes,
-    keepdims=bool(node.attr("keepdims", 1)),
-    noop_with_empty_axes=bool(node.attr("noop_with_empty_axes", 0)),
-  )
-  return [out]
-
-
-def _one_hot(node: _Node, args: list[Any]) -> list[Any]:
-  indices, depth, values = args[0], args[1], args[2]
-  count = ops.static_int(depth, "depth", "onnx.OneHot")
-  if not dtypes.is_integer(indices.dtype):
-    indices = indices.astype(ops.index_dtype())  # ONNX casts non-integer indices to int64 (truncation).
-  if node.opset < 11 and dtypes.is_signed_integer(indices.dtype):
-    # Before opset 11 a negative index is out of range; send it below -depth, where dmljax leaves it off.
-    indices = indices.astype(ops.index_dtype())
-    indices = jnp.where(indices < 0, np.array(-count - 1, indices.dtype), indices)
-  return [ops.one_hot(indices, count, values, axis=node.attr("axis", -1))]
-
-
-# ---- the glue ------------------------------------------------------------------------------------------
-
-
-def _constant(node: _Node, args: list[Any]) -> list[Any]:
-  del args
-  attrs = node.attrs
-  if "value" in attrs:
-    return [numpy_helper.to_array(attrs["value"])]
-  for name, dtype in (
-    ("value_float", np.float32),
-    ("value_floats", np.float32),
-    ("value_int", np.int64),
-    ("value_ints", np.int64),
-  ):
-    if name in attrs:
-      return [np.asarray(attrs[name], dtype)]
-  raise node.error(f"only numeric constants are supported (attributes given: {sorted(attrs)})")
-
-
-def _to_dtype(node: _Node, elem_type: int) -> np.dtype:
-  try:
-    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
-  except (KeyError, TypeError, ValueError) as e:
-    raise node.error(f"ONNX element type {elem_type} has no NumPy dtype") from e
-
-
-def _cast_to(node: _Node, x: Any, dtype: np.dtype) -> Any:
-  if isinstance(x, np.ndarray):
-    return x.astype(dtype)
-  return x.astype(_jax_dtype(dtype, node))
-
-
-def _cast(node: _Node, args: list[Any]) -> list[Any]:
-  return [_cast_to(node, args[0], _to_dtype(node, node.attrs["to"]))]
-
-
-def _cast_like(node: _Node, args: list[Any]) -> list[Any]:
-  return [_cast_to(node, args[0], np.dtype(args[1].dtype))]
-
-
-def _xp(*args: Any) -> Any:
-  return np if all(isinstance(a, np.ndarray) for a in args) else jnp
-
-
-def _reshape(node: _Node, args: list[Any]) -> list[Any]:
-  x, shape = args[0], [int(s) for s in np.asarray(args[1]).reshape(-1)]
-  if not node.attr("allowzero", 0):
-    shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
-  return [_xp(x).reshape(x, shape)]
-
-
-def _axes_of(node: _Node, args: list[Any]) -> tuple[int, ...] | None:
-  if "axes" in node.attrs:
-    return tuple(node.attrs["axes"])
-  if len(args) > 1 and args[1] is not None:
-    return tuple(int(a) for a in np.asarray(args[1]).reshape(-1))
-  return None
-
-
-def _squeeze(node: _Node, args: list[Any]) -> list[Any]:
-  x = args[0]
-  axes = _axes_of(node, args)
-  if axes is None:
-    axes = tuple(i for i, s in enumerate(x.shape) if s == 1)
-  return [_xp(x).squeeze(x, axis=tuple(a % x.ndim for a in axes))]
-
-
-def _unsqueeze(node: _Node, args: list[Any]) -> list[Any]:
-  x = args[0]
-  axes = _axes_of(node, args) or ()
-  rank = x.ndim + len(axes)
-  return [_xp(x).expand_dims(x, tuple(sorted(a % rank for a in axes)))]
-
-
-def _identity(node: _Node, args: list[Any]) -> list[Any]:
-  del node
-  return [args[0]]
-
-
-def _unary(function: Callable[[Any], Any]) -> Callable[[_Node, list[Any]], list[Any]]:
-  def convert(node: _Node, args: list[Any]) -> list[Any]:
-    del node
-    return [function(args[0])]
-
-  return convert
-
-
-def _binary(function: Callable[[Any, Any], Any]) -> Callable[[_Node, list[Any]], list[Any]]:
-  """ONNX's multidirectional broadcasting made explicit (no implicit rank promotion), then ``lax``."""
-
-  def convert(node: _Node, args: list[Any]) -> list[Any]:
-    a, b = args
-    if a.dtype != b.dtype:
-      raise node.error(f"inputs must have one type (got {np.dtype(a.dtype).name} and {np.dtype(b.dtype).name})")
-    shape = np.broadcast_shapes(a.shape, b.shape)
-    return [function(jnp.broadcast_to(a, shape), jnp.broadcast_to(b, shape))]
-
-  return convert
-
-
-_HANDLERS: dict[str, Callable[[_Node, list[Any]], list[Any]]] = {
-  "TopK": _top_k,
-  "ArgMax": _arg(True),
-  "ArgMin": _arg(False),
-  "GatherND": _gather_nd,
-  "Gather": _gather,
-  "OneHot": _one_hot,
-  **{name: _reduce for name in ops.REDUCE_FUNCTIONS},
-  "Constant": _constant,
-  "Identity": _identity,
-  "Cast": _cast,
-  "CastLike": _cast_like,
-  "Reshape": _reshape,
-  "Squeeze": _squeeze,
-  "Unsqueeze": _unsqueeze,
-  "Abs": _unary(jnp.abs),
-  "Neg": _unary(jnp.negative),
-  "Exp": _unary(jnp.exp),
-  "Log": _unary(jnp.log),
-  "Sqrt": _unary(jnp.sqrt),
-  "Add": _binary(lax.add),
-  "Sub": _binary(lax.sub),
-  "Mul": _binary(lax.mul),
-  "Div": _binary(lax.div),
-}
-
-SUPPORTED_OPS: tuple[str, ...] = tuple(sorted(_HANDLERS))
-
-
-# ---- the graph -----------------------------------------------------------------------------------------
-
-
-def _opset(model: onnx.ModelProto) -> int:
-  for entry in model.opset_import:
-    if entry.domain in _ONNX_DOMAINS:
-      return int(entry.version)
-  return int(onnx.defs.onnx_opset_version())
-
-
-def _declared_dtype(value_info: onnx.ValueInfoProto) -> np.dtype | None:
-  elem_type = value_info.type.tensor_type.elem_type
-  if not value_info.type.HasField("tensor_type") or elem_type == onnx.TensorProto.UNDEFINED:
+def _shape_of(info: onnx.ValueInfoProto | onnx.TensorProto, where: str) -> Shape | None:
+  if isinstance(info, onnx.TensorProto):
+    return tuple(int(d) for d in info.dims)
+  tensor = info.type.tensor_type
+  if not tensor.HasField("shape"):
     return None
+  shape: list[int | str | None] = []
+  for dim in tensor.shape.dim:
+    if dim.HasField("dim_value"):
+      if dim.dim_value < 0:
+        raise ModelError(f"{where} declares a negative dimension ({dim.dim_value})")
+      shape.append(int(dim.dim_value))
+    else:
+      shape.append(dim.dim_param or None)
+  return tuple(shape)
+
+
+def _placement(device: str) -> jax.Device | None:
+  """The JAX device ``device`` (ONNX's ``"CPU"``, ``"CUDA:1"``) names, where it is not JAX's default."""
+  onnx_device = onnx.backend.base.Device(device)
+  platform = "cpu" if onnx_device.type == onnx.backend.base.DeviceType.CPU else "gpu"
   try:
-    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
-  except (KeyError, TypeError, ValueError):
-    return None
+    chosen = jax.devices(platform)[onnx_device.device_id]
+  except (RuntimeError, IndexError) as e:
+    raise ModelError(f"device {device!r} is not available to JAX ({e})") from e
+  return None if chosen == jax.devices()[0] else chosen
+
+
+def _least_size(shape: Shape | None) -> int:
+  """The fewest elements a tensor of ``shape`` can have (an unknown dimension counts as 1)."""
+  return math.prod(d if isinstance(d, int) else 1 for d in shape or ())
 
 
 class BackendRep(onnx.backend.base.BackendRep):
   """A prepared ONNX graph: :meth:`run` on NumPy inputs, or :attr:`function` inside JAX code.
 
   Attributes:
-    input_names: the graph inputs :meth:`run` and :attr:`function` take, in order (initializers are
-      constants, not inputs).
+    input_names: the graph inputs :meth:`run` and :attr:`function` take, in order (those without an
+      initializer).
+    overridable_inputs: graph inputs that also have an initializer: their default, which :meth:`run` takes a
+      value for by name (ONNX IR).
     output_names: the graph outputs, in order.
     static_inputs: the inputs that set a shape (TopK's ``K``, ``axes``, ``depth``, ...): :attr:`function`
       needs them as concrete values and is compiled once per distinct value.
+    max_elements: the most elements a tensor of the graph may have (see :meth:`Backend.prepare`).
   """
 
-  def __init__(self, graph: onnx.GraphProto, opset: int, device: str = "CPU"):
-    self._device = onnx.backend.base.Device(device)
-    self._constants: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    self.input_names: tuple[str, ...] = tuple(i.name for i in graph.input if i.name not in self._constants)
+  def __init__(self, model: onnx.ModelProto, device: str = "CPU", *, max_elements: int | None = DEFAULT_MAX_ELEMENTS):
+    self._placement = _placement(device)
+    self._x64 = dtypes.x64_enabled()
+    self.max_elements = dtypes.MAX_ELEMENTS if max_elements is None else min(int(max_elements), dtypes.MAX_ELEMENTS)
+    graph = model.graph
+    opset = model_lib.opset(model)
+    self._types = self._value_types(graph)
+    self._constants: dict[str, np.ndarray] = {}
+    for tensor in graph.initializer:
+      self._constants[tensor.name] = self._initializer(tensor)
+    self._inputs = {info.name: self._input(info) for info in graph.input}
+    self.input_names: tuple[str, ...] = tuple(n for n, i in self._inputs.items() if i.default is None)
+    self.overridable_inputs: tuple[str, ...] = tuple(n for n, i in self._inputs.items() if i.default is not None)
+    for name in self.overridable_inputs:
+      del self._constants[name]
     self.output_names: tuple[str, ...] = tuple(o.name for o in graph.output)
-    self._output_dtypes = tuple(_declared_dtype(o) for o in graph.output)
-    self._nodes = tuple(self._read_node(i, n, opset) for i, n in enumerate(graph.node))
+    declared = [element_dtype(o.type.tensor_type.elem_type, f"graph output {o.name!r}") for o in graph.output]
+    self._output_casts = tuple((i, d) for i, d in enumerate(declared) if jax_dtype(d) != d)
+    self._checks = tuple(self._inputs[n].check for n in self.input_names)
+    nodes = [self._read_node(i, n, opset) for i, n in enumerate(graph.node)]
     self._static_consumers: dict[str, str] = {}
-    self._check_graph()
-    self.static_inputs: tuple[str, ...] = tuple(n for n in self.input_names if n in self._static_consumers)
+    self._producers = {name: node for node in nodes for name in node.outputs if name}
+    self._fold = frozenset(self._analyse(nodes))
+    self._nodes = tuple(self._fold_constants(nodes))
+    if not self._x64:
+      self._check_32_bits()
+    self.static_inputs: tuple[str, ...] = tuple(n for n in self._inputs if n in self._static_consumers)
+    self._dynamic_names = functools.cache(self._dynamic_names_uncached)
     self._jitted = jax.jit(self._evaluate, static_argnums=0)
     # Without shape-setting inputs the graph function is a jax.jit object itself: no Python wrapper per call.
-    self._plain = None if self.static_inputs else jax.jit(functools.partial(self._evaluate, ()))
+    plain = not any(n in self._static_consumers for n in self.input_names)
+    self._plain = jax.jit(functools.partial(self._evaluate, ((), ()))) if plain else None
+    self._trace_at_prepare()
 
-  # -- preparation
+  # -- reading
+
+  def _value_types(self, graph: onnx.GraphProto) -> dict[str, tuple[np.dtype, Shape | None]]:
+    """Every value's type, as declared or as ONNX's shape inference found it."""
+    types: dict[str, tuple[np.dtype, Shape | None]] = {}
+    for info in [*graph.input, *graph.value_info, *graph.output]:
+      if info.type.WhichOneof("value") == "tensor_type" and info.type.tensor_type.elem_type:
+        where = f"value {info.name!r}"
+        types[info.name] = (element_dtype(info.type.tensor_type.elem_type, where), _shape_of(info, where))
+    for tensor in graph.initializer:
+      where = f"initializer {tensor.name!r}"
+      types[tensor.name] = (element_dtype(tensor.data_type, where), _shape_of(tensor, where))
+    return types
+
+  def _initializer(self, tensor: onnx.TensorProto) -> np.ndarray:
+    try:
+      return tensor_array(tensor, f"initializer {tensor.name!r}")
+    except ModelError:
+      raise
+    except Exception as e:
+      raise ModelError(f"initializer {tensor.name!r} cannot be read: {type(e).__name__}: {e}") from e
+
+  def _input(self, info: onnx.ValueInfoProto) -> _Input:
+    where = f"graph input {info.name!r}"
+    dtype = element_dtype(info.type.tensor_type.elem_type, where)
+    shape = _shape_of(info, where)
+    self._within_limit(_least_size(shape), f"{where} declares {type_name(dtype, shape)}")
+    return _Input(info.name, dtype, shape, self._constants.get(info.name))
 
   @staticmethod
-  def _read_node(index: int, proto: onnx.NodeProto, opset: int) -> _Node:
-    name = proto.name or f"#{index}"
-    node = _Node(name, proto.op_type, tuple(proto.input), tuple(proto.output), {}, opset)
-    if proto.domain not in _ONNX_DOMAINS or proto.op_type not in _HANDLERS:
-      raise node.error(
-        f"op type {proto.op_type} (domain {proto.domain or 'ai.onnx'!r}) is not supported by dmljax.onnx; "
-        f"it runs {', '.join(SUPPORTED_OPS)}"
-      )
+  def _read_node(index: int, proto: onnx.NodeProto, opset: int) -> Node:
+    name = model_lib.node_name(proto, index)
+    node = Node(name, proto.op_type, tuple(proto.input), tuple(proto.output), {}, opset, index)
     attrs = {}
     for attribute in proto.attribute:
       if attribute.ref_attr_name:
         raise node.error(f"attribute {attribute.name!r} refers to a function attribute, which is not supported")
-      attrs[attribute.name] = helper.get_attribute_value(attribute)
+      try:
+        attrs[attribute.name] = helper.get_attribute_value(attribute)
+      except Exception as e:
+        raise node.error(f"attribute {attribute.name!r} cannot be read: {e}") from e
     return dataclasses.replace(node, attrs=attrs)
 
-  def _check_graph(self) -> None:
-    """Every input that sets a shape must be known at trace time; unknown names are errors."""
-    producers: dict[str, _Node] = {}
-    available = set(self._constants) | set(self.input_names)
-    for node in self._nodes:
-      for position, name in enumerate(node.inputs):
-        if name and name not in available:
-          raise node.error(f"input {position} ({name!r}) is produced by no node, initializer or graph input")
-      for position, what in _STATIC_SLOTS.get(node.op_type, {}).items():
-        if position < len(node.inputs) and node.inputs[position]:
-          self._require_static(node.inputs[position], node, position, what, producers)
-      for name in node.outputs:
-        producers[name] = node
-        available.add(name)
-    for name in self.output_names:
-      if name not in available:
-        raise ModelError(f"graph output {name!r} is produced by no node, initializer or graph input")
+  def _within_limit(self, count: int, what: str, node: Node | None = None) -> None:
+    if count > self.max_elements:
+      message = (
+        f"{what}: {count} elements, more than the {self.max_elements} this backend was prepared to allow "
+        "(Backend.prepare(model, max_elements=...) raises the limit)"
+      )
+      raise node.error(message) if node is not None else ModelError(message)
 
-  def _require_static(self, name: str, node: _Node, position: int, what: str, producers: dict[str, _Node]) -> None:
-    if name in self._constants:
+  # -- what is known when tracing
+
+  def _analyse(self, nodes: list[Node]) -> set[int]:
+    """Checks that every shape-setting input is known when tracing; returns the nodes folded to get them.
+
+    A value is known from the graph inputs it is folded from (none for a constant); a value computed by a
+    node that is not :data:`FOLDABLE` is not known, and the node is named if a shape-setting input needs it.
+    """
+    known: dict[str, frozenset[str] | Node] = {name: frozenset() for name in self._constants}
+    known.update((name, frozenset({name})) for name in self._inputs)
+    needed: list[str] = []
+    for node in nodes:
+      for position, what in STATIC_SLOTS.get(node.op_type, {}).items():
+        if position >= len(node.inputs) or not node.inputs[position]:
+          continue
+        name = node.inputs[position]
+        source = known.get(name)
+        if source is None:
+          raise node.error(f"input {position} ({what}, {name!r}) is produced by no node, initializer or graph input")
+        if isinstance(source, Node):
+          raise node.error(
+            f"input {position} ({what}, {name!r}) must be known when the function is traced, because "
+            f"{_SHAPE_SETTING}; it is computed at run time by node {source.name!r} ({source.op_type}). Give it as "
+            "an initializer, a Constant node or a graph input"
+          )
+        for graph_input in source:
+          self._static_consumers.setdefault(
+            graph_input, f"node {node.name!r} ({node.op_type}) input {position} ({what})"
+          )
+        needed.append(name)
+      sources = [known.get(name, node) for name in node.inputs if name]
+      if node.op_type in FOLDABLE and not any(isinstance(s, Node) for s in sources):
+        result: frozenset[str] | Node = frozenset().union(*sources)  # type: ignore[arg-type]
+      else:
+        result = node
+      known.update((name, result) for name in node.outputs if name)
+    fold: set[int] = set()
+    while needed:  # back from the shape-setting inputs through the foldable nodes that compute them
+      producer = self._producers.get(needed.pop())
+      if producer is not None and producer.index not in fold:
+        fold.add(producer.index)
+        needed.extend(name for name in producer.inputs if name)
+    fold.update(n.index for n in nodes if n.op_type == "Constant")
+    return fold
+
+  def _fold_constants(self, nodes: list[Node]) -> list[Node]:
+    """Evaluates with NumPy the folded nodes whose inputs are all constants; returns the nodes left to trace."""
+    left = []
+    for node in nodes:
+      inputs = [self._constants.get(name) for name in node.inputs if name]
+      if node.index in self._fold and all(v is not None for v in inputs):
+        for name, value in zip(node.outputs, self._call_handler(node, inputs), strict=False):
+          self._within_limit(value.size, f"output {name!r} has shape {value.shape}", node)
+          self._constants[name] = value
+      else:
+        left.append(node)
+    return left
+
+  def _check_32_bits(self) -> None:
+    """Without x64: float64 data is refused, and so is any node whose int64 result 32 bits could get wrong.
+
+    Values only folded into shape-setting inputs (NumPy computes them, in their own type) are exempt.
+    """
+    fix = "enable it with jax.config.update('jax_enable_x64', True) before prepare"
+    data = {*self.output_names, *(n for n in self._inputs if n not in self._static_consumers)}
+    for node in self._nodes:
+      if node.index in self._fold:
+        continue
+      slots = STATIC_SLOTS.get(node.op_type, {})
+      data.update(name for position, name in enumerate(node.inputs) if name and position not in slots)
+      data.update(name for name in node.outputs if name)
+      ins = [self._types.get(name, (None, None))[0] for name in node.inputs]
+      outs = [self._types.get(name, (None, None))[0] for name in node.outputs]
+      why = inexact_in_32_bits(node, ins, outs)
+      if why is not None:
+        raise node.error(f"{why}, which jax_enable_x64 off would compute in 32 bits: {fix}")
+      for position, name in enumerate(node.inputs):
+        if position not in slots and name in self._constants:
+          narrowed_constant(self._constants[name], f"input {position} ({name!r})", node)
+    for name in self.output_names:
+      if name in self._constants:
+        narrowed_constant(self._constants[name], f"graph output {name!r}", None)
+    for name in sorted(data):
+      dtype = self._types.get(name, (None, None))[0]
+      if dtype is not None and dtype in WIDE:
+        raise ModelError(
+          f"value {name!r} is {dtype.name}, which dmljax computes only with jax_enable_x64 (never in 32 bits): {fix}",
+          input_name=name if name in self._inputs else None,
+        )
+
+  def _trace_at_prepare(self) -> None:
+    """Every rule that shapes fix, at prepare: the whole graph traced abstractly where the declared shapes are all
+    numbers and no shape-setting input is still to come; else each tensor's least size against the limit."""
+    for node in self._nodes:
+      for position in STATIC_SLOTS.get(node.op_type, {}):
+        value = self._constants.get(node.inputs[position]) if position < len(node.inputs) else None
+        if value is not None:
+          check_static_input(node, position, value)
+    for name, (dtype, shape) in self._types.items():
+      producer = self._producers.get(name)
+      where = "output" if producer else "value"
+      self._within_limit(_least_size(shape), f"{where} {name!r} has {type_name(dtype, shape)}", producer)
+    specs = [self._inputs[n] for n in self._dynamic_names(((), ()))]
+    if self._plain is None or any(s.fixed is None for s in specs):
       return
-    if name in self.input_names:
-      self._static_consumers.setdefault(name, f"node {node.name!r} ({node.op_type}) input {position} ({what})")
-      return
-    producer = producers[name]
-    if producer.op_type in _FOLDABLE:
-      for source in producer.inputs[:1] if producer.op_type != "Constant" else ():
-        self._require_static(source, node, position, what, producers)
-      return
-    raise node.error(
-      f"input {position} ({what}, {name!r}) must be known when the function is traced, because {_SHAPE_SETTING}; "
-      f"it is computed at run time by node {producer.name!r} ({producer.op_type}). Give it as an initializer, "
-      "a Constant node or a graph input"
-    )
+    structs = [jax.ShapeDtypeStruct(s.fixed, s.compute) for s in specs]
+    try:
+      jax.eval_shape(self._plain, *structs)  # (jax.jit keeps the trace: the first run of these shapes reuses it)
+    except ModelError:
+      raise
+    except Exception as e:
+      raise ModelError(f"the graph cannot be traced: {type(e).__name__}: {e}") from e
 
   # -- evaluation
 
-  def _evaluate(self, statics: tuple[tuple[str, _Static], ...], *dynamic: Any) -> tuple[jax.Array, ...]:
-    dynamic_names = [n for n in self.input_names if n not in self._static_consumers]
-    if len(dynamic) != len(dynamic_names):
-      raise ModelError(f"the graph function takes the inputs {dynamic_names} (in this order); got {len(dynamic)}")
+  def _dynamic_names_uncached(self, key: tuple[Any, Any]) -> tuple[str, ...]:
+    statics, overridden = key
+    static = {name for name, _ in statics}
+    names = [n for n in self.input_names if n not in static]
+    return (*names, *(n for n in overridden if n not in static))
+
+  def _call_handler(self, node: Node, args: list[Any]) -> list[Any]:
+    while args and args[-1] is None:
+      args.pop()
+    try:
+      return HANDLERS[node.op_type](node, args)
+    except ModelError:
+      raise
+    except DescriptorError as e:
+      raise node.error(str(e)) from e
+    except Exception as e:  # anything the node's inputs make an operator raise is the model's problem
+      raise node.error(f"{type(e).__name__}: {e}") from e
+
+  def _evaluate(self, key: tuple[Any, Any], *dynamic: Any) -> tuple[jax.Array, ...]:
+    if dtypes.x64_enabled() != self._x64:
+      raise ModelError(
+        f"the graph was prepared with jax_enable_x64 {'on' if self._x64 else 'off'} and now runs with it "
+        f"{'on' if not self._x64 else 'off'}: prepare it again"
+      )
+    statics, overridden = key
+    names = self._dynamic_names(key)
+    if len(dynamic) != len(names):
+      raise ModelError(f"the graph function takes the inputs {list(names)} (in this order); got {len(dynamic)}")
     env: dict[str, Any] = dict(self._constants)
+    env.update((n, self._inputs[n].default) for n in self.overridable_inputs if n not in overridden)
     env.update((name, static.value) for name, static in statics)
-    env.update(zip(dynamic_names, dynamic, strict=True))
+    seen: dict[str, tuple[int, str]] = {}
+    for name, value in zip(names, dynamic, strict=True):
+      spec = self._inputs[name]
+      if np.dtype(value.dtype) != spec.compute:
+        raise spec.error(type_name(np.dtype(value.dtype), value.shape), f"JAX computes it as {spec.compute.name}")
+      spec.check_shape(tuple(value.shape), seen)
+      env[name] = value
     for node in self._nodes:
       args = [env[name] if name else None for name in node.inputs]
-      while args and args[-1] is None:
-        args.pop()
-      slots = _STATIC_SLOTS.get(node.op_type, {})
-      if not (node.op_type in _FOLDABLE and all(isinstance(a, np.ndarray) for a in args if a is not None)):
+      if node.index not in self._fold:
+        slots = STATIC_SLOTS.get(node.op_type, {})
         args = [
-          a if i in slots or a is None else _as_jax(a, f"input {i} ({node.inputs[i]!r})", node)
+          a if i in slots or a is None else to_jax(a, f"input {i} ({node.inputs[i]!r})", node)
           for i, a in enumerate(args)
         ]
-      try:
-        outputs = _HANDLERS[node.op_type](node, args)
-      except ModelError:
-        raise
-      except (DescriptorError, ValueError, TypeError, IndexError, KeyError) as e:
-        raise node.error(str(e)) from e
-      env.update(zip(node.outputs, outputs, strict=False))  # A node may leave trailing outputs unnamed.
-    out = []
-    for name in self.output_names:
-      value = env[name]
-      out.append(_as_jax(value, f"output {name!r}", _Node("graph output", "-", (), (), {}, 0)))
-    return tuple(out)
+      outputs = self._call_handler(node, args)
+      for name, value in zip(node.outputs, outputs, strict=False):  # a node may leave trailing outputs unnamed
+        if name:
+          self._within_limit(math.prod(value.shape), f"output {name!r} has shape {tuple(value.shape)}", node)
+          env[name] = value
+    return tuple(to_jax(env[name], f"graph output {name!r}", None) for name in self.output_names)
 
-  def _split(self, inputs: Sequence[Any]) -> tuple[tuple[tuple[str, _Static], ...], Sequence[Any]]:
-    if len(inputs) != len(self.input_names):
-      raise ModelError(f"the graph takes {len(self.input_names)} inputs {list(self.input_names)}; got {len(inputs)}")
-    if not self._static_consumers:  # The common case, kept to one check per call.
-      return (), inputs
-    statics, dynamic = [], []
-    for name, value in zip(self.input_names, inputs, strict=True):
-      if name in self._static_consumers:
+  # -- calling
+
+  def _invoke(self, values: Mapping[str, Any], *, checked: bool) -> tuple[jax.Array, ...]:
+    """The graph function on named inputs: the required ones, and any overridden defaults (``checked``: by
+    :meth:`run`; else the shape-setting ones are checked here, as they are not traced)."""
+    statics = []
+    for name in self.static_inputs:
+      if name in values:
+        value = values[name]
         if isinstance(value, jax.core.Tracer):
           raise ModelError(
             f"graph input {name!r} feeds {self._static_consumers[name]}, which sets a shape: it must be a "
-            "concrete value (a NumPy array or a Python number), not a traced one"
+            "concrete value (a NumPy array), not a traced one",
+            input_name=name,
           )
+        if not checked:
+          value = self._inputs[name].check(value, {})
         statics.append((name, _Static(np.asarray(value))))
-      else:
-        dynamic.append(value)
-    return tuple(statics), dynamic
+    overridden = tuple(n for n in self.overridable_inputs if n in values)
+    key = (tuple(statics), overridden)
+    dynamic = [values[n] for n in self._dynamic_names(key)]
+    if self._plain is not None and key == ((), ()):
+      return self._plain(*dynamic)
+    return self._jitted(key, *dynamic)
 
   @property
   def function(self) -> Callable[..., tuple[jax.Array, ...]]:
@@ -497,53 +478,92 @@ class BackendRep(onnx.backend.base.BackendRep):
     Composes with ``jax.jit``, ``jax.grad``, ``jax.vmap`` and sharding like the dmljax operators it
     calls; the :attr:`static_inputs` must be concrete values. Without static inputs it is a ``jax.jit``
     object (``rep.function.lower(...)`` works); with them, a function that specialises one on their values.
+    Each new input type and shape is checked against the graph when it is traced.
     """
     return self._plain if self._plain is not None else self._call
 
   def _call(self, *inputs: Any) -> tuple[jax.Array, ...]:
-    statics, dynamic = self._split(inputs)
-    return self._jitted(statics, *dynamic)
+    if len(inputs) != len(self.input_names):
+      raise ModelError(f"the graph takes {len(self.input_names)} inputs {list(self.input_names)}; got {len(inputs)}")
+    return self._invoke(dict(zip(self.input_names, inputs, strict=True)), checked=False)
 
   def lower(self, *inputs: Any) -> Any:
     """``jax.jit(...).lower`` of :attr:`function` on these inputs (for inspecting the XLA program)."""
-    statics, dynamic = self._split(inputs)
     if self._plain is not None:
-      return self._plain.lower(*dynamic)
-    return self._jitted.lower(statics, *dynamic)
+      return self._plain.lower(*inputs)
+    values = dict(zip(self.input_names, inputs, strict=True))
+    statics = tuple((n, _Static(np.asarray(values[n]))) for n in self.static_inputs if n in values)
+    key = (statics, ())
+    return self._jitted.lower(key, *(values[n] for n in self._dynamic_names(key)))
 
   def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
-    """Runs the graph on NumPy inputs (a sequence in :attr:`input_names` order, or a name -> array map).
+    """Runs the graph on NumPy inputs and returns NumPy outputs, of the types the graph declares.
 
-    Returns the outputs as NumPy arrays of the types the graph declares.
+    ``inputs`` is a list (or tuple) in :attr:`input_names` order, or a mapping from input names to arrays,
+    which may also override the default of an :attr:`overridable_inputs` name. Every feed is checked: no
+    name missing or unknown, its element type exactly the declared one, its rank and every fixed dimension
+    as declared, and each symbolic dimension the same across inputs; a failure is a :class:`ModelError`
+    naming the input, what the graph declares and what was given.
     """
     del kwargs
-    if isinstance(inputs, Mapping):
-      inputs = [inputs[name] for name in self.input_names]
-    elif not isinstance(inputs, (list, tuple)):
-      inputs = [inputs]
-    if len(inputs) != len(self.input_names):
-      raise ModelError(f"the graph takes {len(self.input_names)} inputs {list(self.input_names)}; got {len(inputs)}")
-    prepared = []
-    device = self._jax_device()
-    for name, value in zip(self.input_names, inputs, strict=True):
-      array = np.asarray(value)
-      if name not in self._static_consumers:
-        array = _narrowed(array, f"graph input {name!r}", lambda message: ModelError(message))
-        prepared.append(jax.device_put(array, device))
-      else:
-        prepared.append(array)
-    outputs = self.function(*prepared)
-    result = []
-    for value, declared in zip(outputs, self._output_dtypes, strict=True):
-      array = np.asarray(value)
-      if declared is not None and array.dtype != declared:
-        array = array.astype(declared)
-      result.append(array)
-    return tuple(result)
+    if self._placement is not None:
+      with jax.default_device(self._placement):
+        return self._run(inputs)
+    return self._run(inputs)
 
-  def _jax_device(self) -> jax.Device:
-    platform = "cpu" if self._device.type == onnx.backend.base.DeviceType.CPU else "gpu"
-    return jax.devices(platform)[self._device.device_id]
+  def _run(self, inputs: Any) -> tuple[np.ndarray, ...]:
+    seen: dict[str, tuple[int, str]] = {}
+    if type(inputs) is list or type(inputs) is tuple:  # the common case, kept short: it runs on every call
+      if len(inputs) != len(self._checks):
+        raise ModelError(self._count_message(len(inputs)))
+      converted: list[Any] | None = None  # made only where a check converts a feed (a list, a narrowed int64)
+      for index, (check, value) in enumerate(zip(self._checks, inputs, strict=False)):
+        array = check(value, seen)
+        if array is not value:
+          converted = converted or list(inputs)
+          converted[index] = array
+      checked = inputs if converted is None else converted
+      if self._plain is not None:
+        return self._numpy(self._plain(*checked))
+      return self._numpy(self._invoke(dict(zip(self.input_names, checked, strict=True)), checked=True))
+    if not isinstance(inputs, Mapping):
+      raise ModelError(
+        f"rep.run takes a list of arrays in the order {list(self.input_names)} or a mapping from their names to "
+        f"arrays; got {type(inputs).__name__}"
+      )
+    self._check_names(inputs)
+    return self._numpy(self._invoke({n: self._inputs[n].check(v, seen) for n, v in inputs.items()}, checked=True))
+
+  def _count_message(self, count: int) -> str:
+    return f"the graph takes {len(self.input_names)} inputs {list(self.input_names)}; got {count}"
+
+  def _check_names(self, inputs: Mapping[str, Any]) -> None:
+    problems = []
+    for name in self.input_names:
+      if name not in inputs:
+        problems.append(f"no value for graph input {name!r} (declared {self._inputs[name].declared})")
+    for name in inputs:
+      if name not in self._inputs:
+        same = [n for n in self._inputs if n.lower() == str(name).lower()]
+        close = same or difflib.get_close_matches(str(name), list(self._inputs), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        problems.append(f"{name!r} is not a graph input{hint}")
+    if problems:
+      optional = f", and may override {list(self.overridable_inputs)}" if self.overridable_inputs else ""
+      missing = [n for n in self.input_names if n not in inputs]
+      raise ModelError(
+        f"rep.run's inputs do not match the graph, which takes {list(self.input_names)}{optional}: "
+        + "; ".join(problems),
+        input_name=missing[0] if missing else next(n for n in inputs if n not in self._inputs),
+      )
+
+  def _numpy(self, outputs: tuple[jax.Array, ...]) -> tuple[np.ndarray, ...]:
+    if not self._output_casts:
+      return tuple(map(np.asarray, outputs))
+    result = list(map(np.asarray, outputs))
+    for index, dtype in self._output_casts:  # int64 outputs computed in 32 bits, returned as declared
+      result[index] = result[index].astype(dtype)
+    return tuple(result)
 
 
 class Backend(onnx.backend.base.Backend):
@@ -565,21 +585,39 @@ class Backend(onnx.backend.base.Backend):
   """
 
   @classmethod
-  def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> BackendRep:
-    """Checks ``model`` (a ``ModelProto``, its serialized bytes or a path) and builds its :class:`BackendRep`."""
-    if isinstance(model, (str, os.PathLike)):
-      model = onnx.load(model)
-    elif isinstance(model, bytes):
-      model = onnx.load_from_string(model)
-    super().prepare(model, device, **kwargs)
-    return BackendRep(model.graph, _opset(model), device)
+  def prepare(
+    cls, model: Any, device: str = "CPU", *, max_elements: int | None = DEFAULT_MAX_ELEMENTS, **kwargs: Any
+  ) -> BackendRep:
+    """Reads and checks ``model`` (a ``ModelProto``, its serialized bytes or a path) and builds its :class:`BackendRep`.
+
+    Nothing of the model runs here: every failure is a :class:`ModelError`. ``max_elements`` is the most
+    elements any tensor of the graph may have (default :data:`DEFAULT_MAX_ELEMENTS`, 2**31 - 1); ``None``
+    keeps only the bound past which XLA would abort (2**59 - 1).
+    """
+    del kwargs
+    proto, folder = model_lib.read(model)
+    model_lib.refuse_what_cannot_run(proto)
+    model_lib.load_external_data(proto, folder)
+    model_lib.check(proto)
+    try:
+      inferred = model_lib.infer(proto, strict=True)
+    except ModelError as refusal:
+      # Where the backend's own reading finds the fault too, its message names the node and the rule its way.
+      try:
+        BackendRep(model_lib.infer(proto, strict=False), device, max_elements=max_elements)
+      except ModelError as ours:
+        raise ours from refusal
+      except Exception:
+        pass
+      raise
+    return BackendRep(inferred, device, max_elements=max_elements)
 
   @classmethod
   def is_compatible(cls, model: Any, device: str = "CPU", **kwargs: Any) -> bool:
     """Whether :meth:`prepare` accepts ``model``: every node supported, every shape-setting input static."""
     try:
       cls.prepare(model, device, **kwargs)
-    except (ModelError, onnx.checker.ValidationError):
+    except ModelError:
       return False
     return True
 
@@ -597,27 +635,29 @@ class Backend(onnx.backend.base.Backend):
     **kwargs: Any,
   ) -> tuple[np.ndarray, ...]:
     """Runs one node on NumPy ``inputs`` (in the node's input order; every input is a graph input)."""
-    super().run_node(node, inputs, device, outputs_info, **kwargs)
     names = [name for name in node.input if name]
     arrays = [np.asarray(a) for a in (inputs.values() if isinstance(inputs, Mapping) else inputs)]
     graph_inputs = [
       helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
       for n, a in zip(names, arrays, strict=True)
     ]
-    opset = int(kwargs.get("opset_version", onnx.defs.onnx_opset_version()))
+    opset = int(kwargs.pop("opset_version", onnx.defs.onnx_opset_version()))
     graph = helper.make_graph(
       [node], "run_node", graph_inputs, [helper.make_empty_tensor_value_info(n) for n in node.output]
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    inferred = onnx.shape_inference.infer_shapes(model)
+    try:
+      inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception as e:
+      raise ModelError(f"ONNX's shape inference refuses the node: {e}") from e
     types = {v.name: v for v in [*inferred.graph.value_info, *inferred.graph.output]}
     for output in model.graph.output:
-      if output.name in types and _declared_dtype(types[output.name]) is not None:
+      if output.name in types and types[output.name].type.tensor_type.elem_type:
         output.CopyFrom(types[output.name])
     if outputs_info is not None:
       for output, (dtype, _) in zip(model.graph.output, outputs_info, strict=False):
         output.type.tensor_type.elem_type = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    return BackendRep(model.graph, opset, device).run(arrays)
+    return cls.prepare(model, device, **kwargs).run(arrays)
 
   @classmethod
   def supports_device(cls, device: str) -> bool:

@@ -7,6 +7,10 @@ is taken here as a Python value or a concrete array.
 
 Index outputs (TopK's indices, ArgMax/ArgMin) are int64, ONNX's index type, when ``jax_enable_x64`` is
 on, and int32 otherwise (see :func:`index_dtype`).
+
+Static parameters go through the parsers of the dmljax operators themselves, so the same value is refused
+the same way on both APIs (``K=2.7``, ``k=True``, ``axis=1.0`` and ``batch_dims=1.7`` are errors, never
+truncated); a tensor-valued one (``K``, ``axes``, ``depth``) is first read from its concrete array.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from dmljax._src import axes as axes_lib
 from dmljax._src import dtypes
 from dmljax._src.arg_reduce import argmax as _dml_argmax
 from dmljax._src.arg_reduce import argmin as _dml_argmin
@@ -54,40 +59,6 @@ def index_dtype() -> np.dtype:
   return np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.int32)
 
 
-def static_int(value: Any, what: str, operator: str) -> int:
-  """A Python int from a Python number or a concrete one-element array (ONNX's ``K``, ``depth``)."""
-  p = Problems(operator)
-  if isinstance(value, jax.core.Tracer):
-    p.add(
-      f"{what} must be known when the function is traced (it sets a shape)",
-      f"{what}=traced {jax.typeof(value).str_short()}",
-    )
-    p.raise_if_any()
-  array = np.asarray(value)
-  p.require(array.size == 1, f"{what} must hold exactly one value", f"{what}.shape={array.shape}")
-  p.raise_if_any()
-  return int(array.reshape(-1)[0])
-
-
-def static_axes(axes: Any, operator: str) -> tuple[int, ...] | None:
-  """``None``, or a tuple of ints from an int, a sequence or a concrete 1-D array (ONNX's ``axes``)."""
-  if axes is None:
-    return None
-  p = Problems(operator)
-  if isinstance(axes, jax.core.Tracer):
-    p.add(
-      "axes must be known when the function is traced (they set the output shape)",
-      f"axes=traced {jax.typeof(axes).str_short()}",
-    )
-    p.raise_if_any()
-  array = np.asarray(axes)
-  p.require(
-    array.ndim <= 1 and (array.size == 0 or dtypes.is_integer(array.dtype)), "axes must be integers", f"axes={axes!r}"
-  )
-  p.raise_if_any()
-  return tuple(int(a) for a in array.reshape(-1))
-
-
 def top_k(
   x: ArrayLike, k: Any, *, axis: int = -1, largest: bool = True, sorted: bool = True
 ) -> tuple[jax.Array, jax.Array]:
@@ -113,17 +84,17 @@ def top_k(
     ([[3.0, 3.0]], [[1, 2]])
   """
   del sorted  # Always sorted, which ONNX allows for sorted=0.
-  count = static_int(k, "K", "onnx.TopK")
-  return _dml_top_k(
-    x, count, axis=int(axis), direction="decreasing" if largest else "increasing", index_dtype=index_dtype()
-  )
+  p = Problems("onnx.TopK")
+  count = axes_lib.from_tensor(p, "K", k, scalar=True)
+  p.raise_if_any()
+  return _dml_top_k(x, count, axis=axis, direction="decreasing" if largest else "increasing", index_dtype=index_dtype())
 
 
 def _arg_extreme(find_max: bool, x: ArrayLike, axis: int, keepdims: bool, select_last_index: bool) -> jax.Array:
   function = _dml_argmax if find_max else _dml_argmin
   return function(
     x,
-    int(axis),
+    axis,
     direction="decreasing" if select_last_index else "increasing",
     keepdims=bool(keepdims),
     index_dtype=index_dtype(),
@@ -169,7 +140,7 @@ def gather_nd(data: ArrayLike, indices: ArrayLike, *, batch_dims: int = 0) -> ja
     >>> donnx.gather_nd(jnp.array([[0, 1], [2, 3]]), jnp.array([[1, 0], [0, -1]])).tolist()
     [2, 1]
   """
-  return _dml_gather_nd(data, indices, batch_dims=int(batch_dims))
+  return _dml_gather_nd(data, indices, batch_dims=batch_dims)
 
 
 def reduce(
@@ -191,8 +162,9 @@ def reduce(
   p.require(function is not None, f"operator must be one of {', '.join(REDUCE_FUNCTIONS)}", repr(operator))
   p.raise_if_any()
   assert function is not None
-  canonical = static_axes(axes, f"onnx.{operator}")
-  if not canonical:
+  canonical = axes_lib.from_tensor(p, "axes", axes, scalar=False)
+  p.raise_if_any()
+  if canonical is None or (isinstance(canonical, (tuple, list)) and not canonical):
     canonical = () if noop_with_empty_axes else None
   if np.ndim(data) == 0 and not canonical:  # A scalar: the function of its one element (dmljax needs rank >= 1).
     out = _dml_reduce(jnp.reshape(data, (1,)), function, (), keepdims=True, index_dtype=jnp.int32)
@@ -237,9 +209,9 @@ def one_hot(indices: ArrayLike, depth: Any, values: ArrayLike, *, axis: int = -1
   first, and a non-integer ``depth`` too, as ONNX specifies.
 
   Args:
-    indices: an array of any numeric dtype.
+    indices: an array of any numeric dtype, rank 1 or more (ONNX's rule).
     depth: a Python number or a concrete one-element array.
-    values: ``[off_value, on_value]``; the output has its dtype.
+    values: ``[off_value, on_value]``, exactly two elements; the output has their dtype.
     axis: where the new axis goes, in ``[-(rank + 1), rank]``.
 
   Example:
@@ -248,23 +220,29 @@ def one_hot(indices: ArrayLike, depth: Any, values: ArrayLike, *, axis: int = -1
     [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
   """
   p = Problems("onnx.OneHot")
-  count = static_int(depth, "depth", "onnx.OneHot")
+  count = one_hot_depth(p, depth)
   index_array = dtypes.as_array(p, "indices", indices)
+  value_array = dtypes.as_array(p, "values", values)
+  if index_array is not None:
+    p.require(index_array.ndim >= 1, "indices must have rank 1 or more (ONNX's rule)", "indices.shape=()")
+  if value_array is not None:
+    p.require(
+      value_array.size == 2,
+      "values must have exactly two elements, [off_value, on_value]",
+      f"values.shape={value_array.shape}",
+    )
   p.raise_if_any()
-  assert index_array is not None
+  assert index_array is not None and value_array is not None
   if not dtypes.is_integer(index_array.dtype):
     index_array = index_array.astype(index_dtype())
-  rank = index_array.ndim
-  p.require(
-    isinstance(axis, (int, np.integer)) and -(rank + 1) <= axis <= rank,
-    f"axis must be an integer in [{-(rank + 1)}, {rank}]",
-    f"axis={axis!r}",
-  )
-  p.raise_if_any()
-  return _one_hot_at(index_array, count, values, int(axis) % (rank + 1))
+  flat = value_array.reshape(-1)
+  return _dml_one_hot(index_array, count, axis=axis, on_value=flat[1], off_value=flat[0], dtype=flat.dtype)
 
 
-def _one_hot_at(indices: jax.Array, depth: int, values: ArrayLike, axis: int) -> jax.Array:
-  """dmljax's one_hot with the new axis at ``axis`` (in ``[0, indices.ndim]``), ``values`` = [off, on]."""
-  flat = jnp.asarray(values).reshape(-1)
-  return _dml_one_hot(indices, depth, axis=axis, on_value=flat[1], off_value=flat[0], dtype=flat.dtype)
+def one_hot_depth(p: Problems, depth: Any) -> Any:
+  """OneHot's ``depth`` as dmljax's ``one_hot`` takes it: a non-integer one truncated towards zero (ONNX casts it to
+  int64); anything else is left to ``one_hot``'s own check (bools and non-finite values are refused)."""
+  count = axes_lib.from_tensor(p, "depth", depth, scalar=True)
+  if isinstance(count, (float, np.floating)) and np.isfinite(count):
+    return int(count)
+  return count
