@@ -216,23 +216,37 @@ def arg_extreme(
   if count - 1 > INT32_FLAT_LARGEST_INDEX:
     # The index type can hold count - 1 (checked), so uint32 does whenever x64 is off.
     flat_dtype = np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.uint32)
-  return _first_or_last_peak(key, axes, flat_dtype, last=last).astype(index_dtype).reshape(out_shape)
+  peak_at = _first_or_last_peak(key, axes, flat_dtype, last=last, key_is_input=key is x)
+  return peak_at.astype(index_dtype).reshape(out_shape)
 
 
-def _first_or_last_peak(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dtype, *, last: bool) -> jax.Array:
+def _first_or_last_peak(
+  key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dtype, *, last: bool, key_is_input: bool
+) -> jax.Array:
   """The lowest (or highest) flat index over ``axes`` at which ``key`` takes its maximum.
 
-  * CPU, trailing axes, and TPU, the last axis alone: top-1 selections (XLA:CPU's vectorised selection,
-    XLA's TPU TopK), one per axis from the innermost out (:func:`_peak_by_selections`); along a sharded
-    axis each exchanges one candidate per shard (see :mod:`selection`).
-  * Otherwise, and on GPUs: one variadic reduction of (key, flat index) pairs (:func:`peak.peak_index`),
-    as ``jnp.argmax`` compiles; XLA's SPMD partitioner splits it over a sharded axis, so only a peak
-    and an index per shard cross devices.
+  * CPU, trailing axes: top-1 selections (XLA:CPU's vectorised selection), one per axis from the
+    innermost out (:func:`_peak_by_selections`); along a sharded axis each exchanges one candidate per
+    shard (see :mod:`selection`).
+  * Otherwise (GPUs, TPUs, non-trailing axes, explicitly sharded axes): one variadic reduction of
+    (key, flat index) pairs (:func:`peak.peak_index`), as ``jnp.argmax`` compiles. XLA's SPMD
+    partitioner splits it over a sharded axis, on automatic and explicit axes alike, so only a peak and
+    an index per shard cross devices. On TPUs it is one fusion that reads the input once: XLA's estimate
+    puts it at or under the TopK custom call with the key pass fused in, and TopK's top-1 over an axis
+    split on automatic axes (device-count chunks) partitions into sorts of every shard.
+
+  ``key_is_input`` (signed integers of the key's width, for the maximum): the key is the input itself,
+  and a reduction that reads an entry parameter directly has XLA's TPU compiler prefetch the whole
+  parameter into on-chip memory across programs, a copy its estimate charges at several times the
+  read. The reduction then takes the smallest of the key's complement (one fused ``not``), the same
+  positions.
   """
   kept = key.ndim - len(axes)
   trailing = axes == tuple(range(kept, key.ndim))
 
   def by_reduction(key: jax.Array) -> jax.Array:
+    if key_is_input:
+      return peak.peak_index(~key, axes, flat_dtype, last=last, smallest=True)
     return peak.peak_index(key, axes, flat_dtype, last=last)
 
   if not trailing or flat_dtype != np.int32 or shardings.splits_explicitly(key, axes):
@@ -241,10 +255,7 @@ def _first_or_last_peak(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dt
   def by_selections(key: jax.Array) -> jax.Array:
     return _peak_by_selections(key, len(axes), last=last)
 
-  # TPUs: TopK over the last axis alone; over several axes one reduction, as jnp.argmin of the flattened axes
-  # compiles (short rows there are sorts).
-  tpu = by_selections if len(axes) == 1 and key.dtype.itemsize <= 4 else by_reduction
-  return platform.branch(key, cpu=by_selections, tpu=tpu, default=by_reduction)
+  return platform.branch(key, cpu=by_selections, default=by_reduction)
 
 
 def _peak_by_selections(key: jax.Array, count: int, *, last: bool) -> jax.Array:
@@ -253,8 +264,7 @@ def _peak_by_selections(key: jax.Array, count: int, *, last: bool) -> jax.Array:
   The innermost axis first: each row's peak and its position, then the peak of those peaks along the next
   axis out, and so on. Among equal peaks the lower (``last``: higher) outer position wins, and within it
   the inner position already chosen, which is the lowest (highest) flat index. No axes are merged, so a
-  sharded axis stays sharded (merging a split inner axis with another would gather the keys) and TPUs
-  need no relayout.
+  sharded axis stays sharded (merging a split inner axis with another would gather the keys).
   """
   index = None
   stride = 1

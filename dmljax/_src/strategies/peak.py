@@ -1,9 +1,9 @@
 """The first (or last) position of the largest rank key: one variadic reduction.
 
-GPUs reduce (key, flat index) pairs in one pass, as ``jnp.argmax`` does: the larger key wins, and
-equal keys go to the lower index (``last``: the higher one). The rule is a total order on the pairs,
-so the reduction may combine them in any order. Used for top-1 selections on GPUs and for
-argmin/argmax there.
+GPUs reduce (key, flat index) pairs in one pass, as ``jnp.argmax`` does: the larger key wins (or the
+smaller one), and equal keys go to the lower index (``last``: the higher one). The rule is a total order
+on the pairs, so the reduction may combine them in any order. Used for top-1 selections on GPUs and for
+argmin/argmax on GPUs and TPUs.
 """
 
 from __future__ import annotations
@@ -29,17 +29,27 @@ def flat_index(shape: tuple[int, ...], axes: Sequence[int], dtype: np.dtype) -> 
   return flat
 
 
-def peak_index(key: jax.Array, axes: Sequence[int], index_dtype: np.dtype, *, last: bool) -> jax.Array:
-  """The lowest (``last``: highest) flat index over ``axes`` at which ``key`` is largest; ``axes`` removed."""
+def peak_index(
+  key: jax.Array, axes: Sequence[int], index_dtype: np.dtype, *, last: bool, smallest: bool = False
+) -> jax.Array:
+  """The lowest (``last``: highest) flat index over ``axes`` at which ``key`` is largest (``smallest``: smallest).
+
+  ``axes`` are removed from the result.
+  """
   info = np.iinfo(index_dtype)
 
   def better(a: tuple[jax.Array, jax.Array], b: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
     (key_a, index_a), (key_b, index_b) = a, b
     closer = index_b > index_a if last else index_b < index_a
-    take_b = (key_b > key_a) | ((key_b == key_a) & closer)
+    beats = key_b < key_a if smallest else key_b > key_a
+    take_b = beats | ((key_b == key_a) & closer)
     return lax.select(take_b, key_b, key_a), lax.select(take_b, index_b, index_a)
 
-  init = (np.array(np.iinfo(key.dtype).min, key.dtype), np.array(info.min if last else info.max, index_dtype))
+  bounds = np.iinfo(key.dtype)
+  init = (
+    np.array(bounds.max if smallest else bounds.min, key.dtype),
+    np.array(info.min if last else info.max, index_dtype),
+  )
   flat = flat_index(key.shape, axes, index_dtype)
   _, index = lax.reduce((key, flat), init, better, tuple(sorted(axes)))
   return index
