@@ -133,9 +133,10 @@ def _arg_row(id: str, shape: tuple[int, ...], axes: tuple[int, ...], branch: pla
   find_max = id.startswith("argmax")
   direction = kw.pop("direction", "increasing")
   op = dml.argmax if find_max else dml.argmin
+  make = kw.pop("make", _tied_nan)
   return Path(
     id=id,
-    make=lambda rng: (_tied_nan(rng, shape),),
+    make=lambda rng: (make(rng, shape),),
     call=lambda x: op(x, axes, direction=direction, keepdims=True, index_dtype=I32),
     expect=lambda x: ref_arg_reduce(x, axes, "max" if find_max else "min", direction).astype(np.int32),
     branch=branch,
@@ -272,9 +273,9 @@ PATHS: list[Path] = [
   _top_k_row("top_k/radix", (6, 40), 5, 1, "cuda", setup=_strategy("radix"), strategy="radix"),
   _top_k_row("top_k/radix_pallas", (6, 40), 5, 1, "cuda", setup=_strategy("radix_pallas"), strategy="radix_pallas"),
   _top_k_row("top_k/increasing_axis0", (24, 8), 4, 0, "cpu", direction="increasing", other_axis=1),
-  # argmin/argmax: top-1 selection over trailing axes on CPU (last=True for DECREASING) and over the last axis
-  # on TPUs; one variadic reduction of (key, index) pairs elsewhere (GPUs, several axes on TPUs, non-trailing
-  # axes, explicitly sharded axes: the sharding columns).
+  # argmin/argmax: top-1 selection over trailing axes on CPU (last=True for DECREASING); one variadic reduction
+  # of (key, index) pairs elsewhere (GPUs, TPUs, non-trailing axes, explicitly sharded axes: the sharding
+  # columns).
   _arg_row("argmax/cpu_top1", (6, 40), (1,), "cpu", reaches=((selection, "top_k_last_axis"),)),
   _arg_row(
     "argmax/cuda_reduction",
@@ -287,7 +288,14 @@ PATHS: list[Path] = [
   _arg_row(
     "argmin/cuda_reduction_last", (6, 40), (1,), "cuda", direction="decreasing", reaches=((peak, "peak_index"),)
   ),
-  _arg_row("argmax/tpu_top1", (6, 40), (1,), "tpu", reaches=((selection, "top_k_last_axis"),)),
+  _arg_row(
+    "argmax/tpu_reduction",
+    (6, 40),
+    (1,),
+    "tpu",
+    reaches=((peak, "peak_index"),),
+    avoids=((selection, "top_k_last_axis"),),
+  ),
   _arg_row(
     "argmin/tpu_two_axes",
     (4, 8, 10),

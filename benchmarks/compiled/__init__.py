@@ -4,10 +4,12 @@
 * :mod:`~benchmarks.compiled.devices`: an H100 and TPU slices as compile-only devices, meshes, placed inputs;
 * :mod:`~benchmarks.compiled.program`: compile a function for them and summarize the result;
 * :mod:`~benchmarks.compiled.hlo`, :mod:`~benchmarks.compiled.thunks`, :mod:`~benchmarks.compiled.launches`:
-  the readers of XLA's dumps;
+  the readers of XLA's dumps; :mod:`~benchmarks.compiled.collectives`: what a sharded program moves between
+  devices;
 * :mod:`~benchmarks.compiled.roofline`: the GPU estimate;
 * ``python -m benchmarks.compiled``: every benchmark workload for an H100, TPU v5e and v6e, into
-  ``benchmarks/results/h100-compiled.md`` and ``tpu-compiled.md``.
+  ``benchmarks/results/h100-compiled.md`` and ``tpu-compiled.md``; ``benchmarks/pod_compiled.py``: the
+  sharded workloads on TPU pod slices, into ``tpu-pod-compiled.md``.
 
 Nothing here runs a program: every figure is "compiled, not run".
 """

@@ -25,7 +25,7 @@ from benchmarks.compiled import availability
 availability.configure()
 
 import jax  # noqa: E402
-from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding  # noqa: E402
+from jax.sharding import AxisType, Mesh, NamedSharding, SingleDeviceSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 H100_TARGET = Path(__file__).with_name("h100_sxm.txtpb")
@@ -117,10 +117,15 @@ def kind_of(device: Any) -> str:
   return "tpu" if "TPU" in device.device_kind else "gpu"
 
 
-def mesh(devices: Sequence[Any], shape: Sequence[int], axis_names: Sequence[str]) -> Mesh:
-  """A mesh over compile-only ``devices`` (in their given order), e.g. ``mesh(devices("v5e:4x4"), (4, 4), "xy")``."""
+def mesh(devices: Sequence[Any], shape: Sequence[int], axis_names: Sequence[str], *, explicit: bool = False) -> Mesh:
+  """A mesh over compile-only ``devices`` (in their given order), e.g. ``mesh(devices("v5e:4x4"), (4, 4), "xy")``.
+
+  Its axes are automatic (``AxisType.Auto``: XLA's partitioner decides the split), or with ``explicit``
+  explicit ones (``AxisType.Explicit``: the split is part of every array's type).
+  """
   grid = np.asarray(devices, dtype=object).reshape(tuple(shape))
-  return Mesh(grid, tuple(axis_names))
+  kind = AxisType.Explicit if explicit else AxisType.Auto
+  return Mesh(grid, tuple(axis_names), axis_types=(kind,) * len(grid.shape))
 
 
 def place(shape: Sequence[int], dtype: Any, on: Any, spec: P | None = None) -> jax.ShapeDtypeStruct:

@@ -113,15 +113,25 @@ def _chunked_top_k(sequences: jax.Array, k: int, descending: bool, last: bool, c
 
   Written in ordinary operations that XLA partitions by itself: where the sequence axis is split
   over devices along chunk boundaries, each chunk's selection runs where the chunk lies and only
-  the candidates travel to the merge.
+  the candidates travel to the merge. The chunks are selected as the rows of one matrix, chunk-major
+  (all sequences' first chunks, then their second ones...), so that a split of the sequence axis is a
+  split of those rows and each device selects along the last axis of a matrix: XLA's TPU compiler
+  runs its TopK kernel on rank-2 operands only, and sorts a rank-3 one.
   """
   *batch, length = sequences.shape
   size = length // chunks
+  rows = math.prod(batch)
   wide = dispatch.index_dtype(length)
-  start = lax.broadcasted_iota(wide, (*batch, chunks, 1), len(batch)) * np.array(size, wide)
-  values, indices = _candidates(sequences.reshape(*batch, chunks, size), k, descending, last, start, wide)
-  count = chunks * values.shape[-1]
-  return _merge(values.reshape(*batch, count), indices.reshape(*batch, count), k, descending, last)
+  parts = jnp.moveaxis(sequences.reshape(rows, chunks, size), 1, 0).reshape(chunks * rows, size)
+  start = lax.broadcasted_iota(wide, (chunks, rows, 1), 0).reshape(chunks * rows, 1) * np.array(size, wide)
+  values, indices = _candidates(parts, k, descending, last, start, wide)
+
+  def by_sequence(selected: jax.Array) -> jax.Array:
+    # Each sequence's candidates, chunk after chunk.
+    per_chunk = selected.shape[-1]
+    return jnp.moveaxis(selected.reshape(chunks, rows, per_chunk), 0, 1).reshape(*batch, chunks * per_chunk)
+
+  return _merge(by_sequence(values), by_sequence(indices), k, descending, last)
 
 
 def _partition(

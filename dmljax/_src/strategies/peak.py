@@ -1,9 +1,9 @@
 """The first (or last) position of the largest rank key: one variadic reduction.
 
-GPUs reduce (key, flat index) pairs in one pass, as ``jnp.argmax`` does: the larger key wins, and
-equal keys go to the lower index (``last``: the higher one). The rule is a total order on the pairs,
-so the reduction may combine them in any order. Used for top-1 selections on GPUs and for
-argmin/argmax there.
+GPUs reduce (key, flat index) pairs in one pass, as ``jnp.argmax`` does: the larger key wins (or the
+smaller one), and equal keys go to the lower index (``last``: the higher one). The rule is a total order
+on the pairs, so the reduction may combine them in any order. Used for top-1 selections on GPUs and for
+argmin/argmax on GPUs and TPUs.
 """
 
 from __future__ import annotations
