@@ -35,7 +35,7 @@ from reference import ref_arg_reduce, ref_gather_nd, ref_one_hot, ref_reduce, re
 import dmljax as dml
 from dmljax._src import gather_nd, index_math, platform, rank_keys, selection
 from dmljax._src import reduce as reduce_lib
-from dmljax._src.strategies import dispatch, peak, sort
+from dmljax._src.strategies import dispatch, one_pass, peak, sort
 
 I32 = jnp.int32
 F32_EPS = float(np.finfo(np.float32).eps)
@@ -267,6 +267,17 @@ PATHS: list[Path] = [
     setup=_narrow_lax_top_k,
     reaches=((sort, "wide_rows"),),
     hlo=("stablehlo.sort",),
+  ),
+  # CUDA's one-pass Pallas kernel (interpret mode): rows of three blocks, the last one partly past the row's end.
+  _top_k_row(
+    "top_k/cuda_one_pass",
+    (4, 1100),
+    5,
+    1,
+    "cuda",
+    setup=_strategy("one_pass"),
+    strategy="one_pass",
+    reaches=((one_pass, "kernel_top_k"),),
   ),
   # The radix selections, by name: the XLA composition and the Pallas counting kernel (interpret mode).
   _top_k_row("top_k/radix", (6, 40), 5, 1, "cuda", setup=_strategy("radix"), strategy="radix"),
