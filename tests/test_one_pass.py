@@ -170,7 +170,7 @@ def test_kernels_are_exact(dtype: np.dtype, ks: tuple[int, int], layout: tuple[i
 
 def test_layout_gives_enough_programs_and_covers_every_row() -> None:
   for rows, n in ((64, 131072), (1, 32000), (16, 32000), (4, 128256), (1024, 4096), (3, 1024), (1, 1 << 22)):
-    lay = one_pass.layout(rows, n)
+    lay = one_pass.layout(rows, n, one_pass.block_for(np.dtype(np.float32)))
     span = lay.blocks * lay.block  # one segment's
     assert lay.segments & (lay.segments - 1) == 0, lay
     assert (lay.segments - 1) * span < n <= lay.segments * span, lay  # every segment starts inside the row
@@ -201,7 +201,7 @@ def test_cuda_table_picks_the_kernel_for_small_k_on_long_rows() -> None:
 def test_top_k_runs_the_kernel_with_the_default_layout() -> None:
   """Rows of 4100: two segments of blocks of 512 (the segments' kernel, then the merge)."""
   x = _sample(np.dtype(np.float32), (2, 4100), seed=16)
-  assert one_pass.layout(*x.shape) == one_pass.Layout(512, 5, 2)
+  assert one_pass.layout(*x.shape, one_pass.block_for(x.dtype)) == one_pass.Layout(512, 5, 2)
   with _forced():
     _check(x, 9, "decreasing", dml.top_k(x, 9), "default layout")
 

@@ -14,23 +14,27 @@ how a reduction combines.
 
 **How.** A grid of ``(rows, segments)`` programs; ``segments`` (a power of two) is the fewest that give
 at least :data:`MIN_PROGRAMS` programs while every segment keeps :data:`MIN_SEGMENT_BLOCKS` blocks
-(:func:`layout`). A program walks its segment in blocks of :data:`BLOCK` elements, loading the next block
-before it looks at the current one (two blocks in flight; masked loads past the row's end), and keeps its
-``k`` best pairs so far, sorted, as scalars. Every block costs, per element, the key and a maximum: 1
-operation for int32 largest first (the maximum), up to 7 for floats (6 for the key), as counted in the
-PTX Triton emits for sm_90, plus one mask compare per vector load and one cross-warp reduction a block.
+(:func:`layout`). A program walks its segment in blocks of :data:`BLOCK_BYTES` (one 16-byte vector load a
+thread), loading the next block before it looks at the current one (two blocks in flight; masked loads
+past the row's end), and keeps its ``k`` best pairs so far, sorted, as scalars. Every block costs, per
+element, the key and a maximum: 1 operation for int32 largest first (the maximum), up to 7 for floats (6
+for the key), plus, per block, the load, the loop and a cross-warp reduction. In the SASS that ptxas makes
+of Triton's sm_90 code for ``k = 8`` that plain pass is 67 instructions a thread per float32 block of 512
+(4 elements a thread: about 17 an element) and 107 per bfloat16 block of 1024 (about 13), with 64 and 72
+registers and no spills (94 for float32 ``k = 16``).
+
 Only where the block's largest key beats the ``k``-th pair kept (blocks come in index order, so an equal
 key never does unless a slot is still empty) does a merge run (``lax.cond``): the elements that beat the
 ``k``-th are marked (6 operations an element) and, as long as the best marked one beats the ``k``-th, it
 is inserted into the sorted scalars (its value loaded from the row, a cached read) and unmarked. Finding
 the best marked pair is two block reductions (the largest key, then its lowest index), 6 operations an
-element, and unmarking 2. A segment of ``L`` elements of random data merges in about half of its
-``L / BLOCK`` blocks and inserts about ``k (1 + ln(L / BLOCK))`` pairs (``k`` in the first block, about
-``k / i`` in the ``i``-th): for ``k = 8`` and ``L = 16384``, some 16 hit blocks and 40 insertions, that is
-``(16 * 12 + 40 * 8) * 512 / 16384``, about 16 operations an element on top of the 1 to 7 of the plain
-pass. Rows whose large elements come late (ascending rows) merge in every block and cost more. The
-roofline of ``benchmarks/compiled`` counts bytes, not operations: only a GPU can tell how close to the
-memory bound this runs.
+element, and unmarking 2. In a segment of ``m`` blocks of random data, block ``i`` (from 0) merges with a
+probability of about ``1 - (i / (i + 1)) ** k`` and inserts about ``k / i`` pairs (the first block ``k``):
+for float32, ``k = 8`` and 32 blocks of 512, some 16 merging blocks and 40 insertions, that is
+``(16 * 12 + 40 * 8) / 32``, about 16 operations an element on top of the plain pass. Rows whose large
+elements come late (ascending rows) merge in every block and cost more; rows of many ties (small integer
+types) hardly merge after their first blocks. The roofline of ``benchmarks/compiled`` counts bytes, not
+operations: only a GPU can tell how close to the memory bound this runs.
 
 With one segment a row's program writes the values and indices itself: one launch. Otherwise every
 program writes its ``k`` pairs and their values' bits (12 bytes each), and a second kernel, one program a
@@ -72,8 +76,9 @@ MAX_K = 16
 MIN_ROW = 1024
 # Positions are int32 and a segment's blocks may run past the row's end by less than a block each.
 MAX_ROW = 1 << 30
-# Elements of one loop step (a power of two, as Triton's blocks must be), and warps of one program.
-BLOCK = 512
+# Bytes of one loop step: one 16-byte vector load per thread of a program's WARPS warps (a block of 512 float32,
+# 1024 16-bit or 2048 8-bit elements, powers of two as Triton's blocks must be).
+BLOCK_BYTES = 2048
 WARPS = 4
 # Programs that keep an H100's 132 SMs busy twice over; a segment keeps at least this many blocks.
 MIN_PROGRAMS = 2 * 132
@@ -114,7 +119,12 @@ def _bit_ceil(value: int) -> int:
   return 1 << max(value - 1, 0).bit_length()
 
 
-def layout(rows: int, n: int, block: int = BLOCK) -> Layout:
+def block_for(dtype: np.dtype) -> int:
+  """The elements of one block of ``dtype``: :data:`BLOCK_BYTES` of them."""
+  return BLOCK_BYTES // np.dtype(dtype).itemsize
+
+
+def layout(rows: int, n: int, block: int) -> Layout:
   """The fewest segments (a power of two) that give :data:`MIN_PROGRAMS` programs, each of enough blocks."""
   block = min(block, _bit_ceil(n))
   wanted = _bit_ceil(-(-MIN_PROGRAMS // max(rows, 1)))
@@ -314,17 +324,20 @@ def _merge_kernel(keys_ref: Any, indices_ref: Any, bits_ref: Any, values_out: An
   lax.fori_loop(np.int32(0), np.int32(k), round_, (keys_ref[...], indices_ref[...]))
 
 
-def kernel_top_k(rows: jax.Array, k: int, largest_first: bool, *, interpret: bool, block: int = BLOCK) -> Selected:
+def kernel_top_k(
+  rows: jax.Array, k: int, largest_first: bool, *, interpret: bool, block: int | None = None
+) -> Selected:
   """The ``k`` first values and int32 indices of every row of the 2-D ``rows``: the Pallas kernel(s).
 
   ``interpret`` runs them in Pallas interpret mode (any platform); otherwise they compile for Triton (CUDA).
+  ``block``: elements a loop step (a power of two; :func:`block_for` of the type where not given).
   """
   from jax.experimental import pallas as pl  # Pallas loads only when a kernel is traced
   from jax.experimental.pallas import triton as pltriton
 
   count, n = rows.shape
   dtype = np.dtype(rows.dtype)
-  lay = layout(count, n, block)
+  lay = layout(count, n, block or block_for(dtype))
   params = pltriton.CompilerParams(num_warps=WARPS)
   kernel = functools.partial(_segment_kernel, dtype=dtype, k=k, largest_first=largest_first, n=n, lay=lay)
   row_spec = pl.BlockSpec((None, n), lambda r, s: (r, 0))
