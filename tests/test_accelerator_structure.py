@@ -126,6 +126,27 @@ def test_h100_top_k_small_k_is_the_one_pass_triton_kernel(case: TopK) -> None:
 
 
 @needs_gpu
+def test_h100_target_at_compute_capability_7_5_selects_without_triton(tmp_path: Path) -> None:
+  """XLA compiles Triton calls for Ampere and newer only ("Triton support is only enabled for Ampere GPUs"):
+  for the H100's description at a T4's compute capability, top_k takes XLA's selection and compiles."""
+  import re
+
+  from benchmarks.compiled import devices
+
+  text, count = re.subn(
+    r"(cuda_compute_capability \{\s*major: )9(\s*minor: )0", r"\g<1>7\g<2>5", devices.H100_TARGET.read_text()
+  )
+  assert count == 1
+  target = tmp_path / "sm75.txtpb"
+  target.write_text(text)
+  device = devices.gpu_topology(target=target).devices[0]
+  spec = devices.place((64, 131072), "float32", device)
+  # Compiled without the harness's cost-model statistics, which XLA keeps for newer GPUs only.
+  compiled = jax.jit(TopK("float32", (64, 131072), 8).dmljax()).lower(spec).compile()
+  assert TRITON not in compiled.as_text() and "__gpu$TopK" in compiled.as_text()
+
+
+@needs_gpu
 @pytest.mark.parametrize("case", OPS, ids=str)
 def test_h100_other_operators_launch_no_more_than_native(case: Op) -> None:
   mine, native, said = _pair("h100", case)

@@ -46,8 +46,9 @@ candidates), so no ``KERNEL_READ_PASSES`` entry is needed.
 stable custom calls). The kernel sits behind a primitive whose lowering rule asks whether the program is
 being exported (``lowering_parameters.for_export``); an exported program gets the strategy the CUDA table
 picks after this one (XLA's TopK kernel on kernel keys, the chunked sorts, or the key sort), exact too.
-Other platforms than CUDA lower to that selection as well, unless Pallas interpret mode is chosen
-(``platform.choosing(interpret=True)``), which runs the kernels anywhere (what the tests do on CPU).
+So do GPUs older than Ampere (XLA compiles no Triton call for them) and other platforms than CUDA, unless
+Pallas interpret mode is chosen (``platform.choosing(interpret=True)``), which runs the kernels anywhere
+(what the tests do on CPU).
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ WARPS = 4
 # Programs that keep an H100's 132 SMs busy twice over; a segment keeps at least this many blocks.
 MIN_PROGRAMS = 2 * 132
 MIN_SEGMENT_BLOCKS = 4
+# XLA compiles Triton calls for Ampere and newer only (major compute capability).
+MIN_COMPUTE_CAPABILITY = 8
 
 _INT_MIN = np.int32(np.iinfo(np.int32).min)
 # The index of an empty slot, above every real index (a real element with the smallest key still beats it).
@@ -415,8 +418,21 @@ def _exporting(ctx: Any) -> bool:
   return bool(getattr(getattr(ctx.module_context, "lowering_parameters", None), "for_export", True))
 
 
+def _runs_triton(ctx: Any) -> bool:
+  """Whether XLA compiles Triton calls for the program's GPUs: compute capability 8.0 (Ampere) or newer.
+
+  Older GPUs (a T4, a V100) fail the compile (XLA: "Triton support is only enabled for Ampere GPUs"), so
+  they get the XLA selection. Devices that give no compute capability (no GPU client, as when lowering for
+  CUDA on another machine) are taken to be new enough, as Pallas itself takes them.
+  """
+  backend = getattr(ctx.module_context, "backend", None)
+  devices = backend.devices() if backend is not None and len(ctx.module_context.platforms) == 1 else []
+  capabilities = [getattr(device, "compute_capability", None) for device in devices]
+  return all(int(str(c).split(".")[0]) >= MIN_COMPUTE_CAPABILITY for c in capabilities if c)
+
+
 def _lowering(ctx: Any, rows: Any, *, k: int, largest_first: bool, interpret: bool, compiled: bool) -> Any:
-  if not _exporting(ctx) and (interpret or compiled):
+  if not _exporting(ctx) and (interpret or (compiled and _runs_triton(ctx))):
     fn = functools.partial(kernel_top_k, k=k, largest_first=largest_first, interpret=interpret)
   else:
     fn = functools.partial(xla_top_k, k=k, largest_first=largest_first)
