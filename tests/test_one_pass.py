@@ -57,7 +57,8 @@ def _specials(dtype: np.dtype) -> np.ndarray:
 
 
 def _sample(dtype: np.dtype, shape: tuple[int, int], seed: int) -> np.ndarray:
-  """Rows of random bit patterns mixed with special values, heavy ties, one value only, ascending, descending.
+  """Rows of random bit patterns mixed with special values and of heavy ties; of more rows, also one of a single
+  value, and an ascending and a descending one.
 
   Ascending rows put every block's elements into the top k so far (each block merges); NaNs are made quiet
   (NumPy's reference warns on signalling ones).
@@ -74,7 +75,8 @@ def _sample(dtype: np.dtype, shape: tuple[int, int], seed: int) -> np.ndarray:
   mixed = np.where(rng.random(shape) < 0.3, rng.choice(specials, shape), raw.view(dtype))
   ties = rng.integers(-2, 3, shape).clip(0 if dtype.kind == "u" else -2).astype(dtype)
   out = np.where((np.arange(shape[0]) % 2 == 0)[:, None], mixed, ties)
-  out[0] = specials[rng.integers(len(specials))]  # a row of one value: all ties
+  if shape[0] > 1:
+    out[0] = specials[rng.integers(len(specials))]  # a row of one value: all ties
   if shape[0] > 3:
     ascending = ref_top_k(mixed[-1], shape[1], 0, "increasing")[0]
     out[1], out[-1] = ascending, ascending[::-1]
