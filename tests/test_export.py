@@ -98,6 +98,8 @@ CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...]]] = [
     ),
     (np.array([[0], [3], [4]], np.uint32), _values((1, 2), np.float32)),
   ),
+  # Rows long enough for CUDA's one-pass Pallas kernel under jit: exported, that branch holds XLA's selection.
+  ("top_k_long_rows", lambda x: dml.top_k(x, 8, direction="increasing"), (_values((2, 1100), np.int16),)),
 ]
 
 

@@ -35,7 +35,7 @@ from reference import ref_arg_reduce, ref_gather_nd, ref_one_hot, ref_reduce, re
 import dmljax as dml
 from dmljax._src import gather_nd, index_math, platform, rank_keys, selection, trailing_peak
 from dmljax._src import reduce as reduce_lib
-from dmljax._src.strategies import dispatch, peak, sort
+from dmljax._src.strategies import dispatch, one_pass, peak, sort
 
 I32 = jnp.int32
 F32_EPS = float(np.finfo(np.float32).eps)
@@ -241,16 +241,33 @@ PATHS: list[Path] = [
   ),
   _top_k_row("top_k/cpu_chunked_float", (32, 512), 4, -1, "cpu", make=_tied, strategy="cpu_chunked"),
   _top_k_row("top_k/cpu_extracted", (256, 64), 2, 1, "cpu", strategy="cpu_extracted"),
-  # CUDA: XLA's TopK kernel on kernel keys (NaN-free floats), one (key, index) reduction for k == 1, the
-  # chunked selection whose stages are sorts (integer keys, k > 16); short rows sort their keys.
-  _top_k_row("top_k/cuda_kernel_keys", (4, 1024), 5, 1, "cuda", strategy="gpu_kernel", hlo=("top_k",)),
+  # CUDA: XLA's TopK kernel on kernel keys (NaN-free floats; chosen by name, since the one-pass kernel runs under
+  # jit where it applies, and exported programs hold it), one (key, index) reduction for k == 1, the chunked
+  # selection whose stages are sorts (k > 16), short rows sort their keys.
   _top_k_row(
-    "top_k/cuda_kernel_keys_increasing", (4, 1024), 3, 1, "cuda", direction="increasing", strategy="gpu_kernel"
+    "top_k/cuda_kernel_keys",
+    (4, 1024),
+    5,
+    1,
+    "cuda",
+    setup=_strategy("gpu_kernel"),
+    strategy="gpu_kernel",
+    hlo=("top_k",),
+  ),
+  _top_k_row(
+    "top_k/cuda_kernel_keys_increasing",
+    (4, 1024),
+    3,
+    1,
+    "cuda",
+    direction="increasing",
+    setup=_strategy("gpu_kernel"),
+    strategy="gpu_kernel",
   ),
   _top_k_row("top_k/cuda_top_1", (6, 1024), 1, 1, "cuda", strategy="peak_reduction", hlo=("stablehlo.reduce",)),
   _top_k_row("top_k/cuda_chunked_sorts", (4, 2048), 20, 1, "cuda", strategy="chunked_sorts"),
   _top_k_row(
-    "top_k/cuda_chunked_int_keys", (4, 2048), 5, 1, "cuda", make=_tied_int, grad_args=(), strategy="chunked_sorts"
+    "top_k/cuda_chunked_int_keys", (4, 2048), 20, 1, "cuda", make=_tied_int, grad_args=(), strategy="chunked_sorts"
   ),
   _top_k_row("top_k/cuda_short_rows", (6, 40), 5, 1, "cuda", strategy="sorted_keys", hlo=("top_k",)),
   # TPU: XLA's TPU TopK on keys every comparison orders alike (the total-order view for 32-bit integers); short
@@ -268,6 +285,17 @@ PATHS: list[Path] = [
     setup=_narrow_lax_top_k,
     reaches=((sort, "wide_rows"),),
     hlo=("stablehlo.sort",),
+  ),
+  # CUDA's one-pass Pallas kernel (interpret mode): rows of three blocks, the last one partly past the row's end.
+  _top_k_row(
+    "top_k/cuda_one_pass",
+    (4, 1100),
+    5,
+    1,
+    "cuda",
+    setup=_strategy("one_pass"),
+    strategy="one_pass",
+    reaches=((one_pass, "kernel_top_k"),),
   ),
   # The radix selections, by name: the XLA composition and the Pallas counting kernel (interpret mode).
   _top_k_row("top_k/radix", (6, 40), 5, 1, "cuda", setup=_strategy("radix"), strategy="radix"),

@@ -13,6 +13,8 @@ cpu         cpu_chunked           long rows: chunk maxima, then candidates (:fun
 cpu         cpu_extracted         k <= 2 on short rows of large arrays
 cpu         cpu_key_view          otherwise: ``lax.top_k`` on the key's total-order float view
 cuda        peak_reduction        k == 1: one (key, index) reduction
+cuda        one_pass              k <= 16 on rows of 1024 or more, types of up to 32 bits: a Pallas kernel
+                                  that reads the row once (exported programs: the rows below)
 cuda        gpu_kernel            k <= 16 on rows of 1024 or more, types with a kernel key
 cuda        chunked_sorts         rows where sorting chunk maxima and candidates sorts far fewer
 tpu         sorted_with_values    rows under 256: a sort that carries the values (no gather)
@@ -29,7 +31,7 @@ import functools
 import jax
 
 from dmljax._src import platform
-from dmljax._src.strategies import cpu, gpu_kernel, peak, radix, sort, staged, tpu_kernel
+from dmljax._src.strategies import cpu, gpu_kernel, one_pass, peak, radix, sort, staged, tpu_kernel
 from dmljax._src.strategies.case import Case, Selected, Strategy, always
 
 index_dtype = sort.index_dtype
@@ -47,6 +49,7 @@ TABLES: dict[platform.Branch, tuple[Strategy, ...]] = {
   ),
   "cuda": (
     Strategy("peak_reduction", peak.handles, peak.select, peak.handles),
+    Strategy(one_pass.NAME, one_pass.applies, one_pass.select, one_pass.handles),
     Strategy("gpu_kernel", gpu_kernel.applies, gpu_kernel.select, gpu_kernel.handles),
     CHUNKED_SORTS,
     SORTED_KEYS,
