@@ -1,7 +1,9 @@
-"""The TPU selection's values, checked on CPU: the inverses of the kernel keys.
+"""The TPU selection's values, checked on CPU: the inverses of the kernel keys, the DMA fetch kernel (interpret mode).
 
 On TPUs the selection can read the ``k`` values back from the keys XLA's ``TopK`` returns wherever a key has one
-input. Here every inverse runs over every bit pattern of the 16-bit and 8-bit types and over each float32 class.
+input, and fetch the others with the DMA kernel of ``tpu_fetch``. Here: every inverse over every bit pattern of the
+16-bit and 8-bit types and over each float32 class; the kernel against NumPy at the shapes that take its edge
+copies and several grid steps. The kernel's Mosaic compile for a TPU v5e is in tests/test_accelerator_structure.py.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 import pytest
 from _helpers import bits
 
-from dmljax._src.strategies import kernel_keys
+from dmljax._src.strategies import kernel_keys, tpu_fetch
 
 BF16 = np.dtype(jnp.bfloat16)
 
@@ -81,3 +83,49 @@ def test_one_step_below_inverse_gives_back_every_normal_and_infinity(largest_fir
   zero, nan, subnormal = _classes(x)
   np.testing.assert_array_equal(exact, ~(zero | nan | subnormal))
   np.testing.assert_array_equal(bits(values)[exact], bits(x)[exact])
+
+
+def _random_bits(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+  width = np.dtype(dtype).itemsize * 8
+  return rng.integers(0, 1 << width, shape, dtype=np.uint64).astype(_unsigned(dtype)).view(dtype)
+
+
+@functools.partial(jax.jit, static_argnums=(3,))
+def _fetch(x: jax.Array, columns: jax.Array, wanted: jax.Array, interpret: bool) -> jax.Array:
+  return tpu_fetch.fetch(tpu_fetch.operand(x), columns, wanted, interpret=interpret)
+
+
+# (type, matrix, k): a partial last column tile; two grid steps; fewer than 16 rows of a 16-bit type (every row
+# copied); a partial last row tile of one with a partial column tile and two steps; a partial row tile alone;
+# rows shorter than a tile (every column in the column tile's copy).
+FETCH_CASES = [
+  (np.float32, (3, 300), 17),
+  (np.float32, (40, 256), 30),
+  (BF16, (9, 384), 12),
+  (BF16, (20, 700), 64),
+  (np.float16, (17, 256), 5),
+  (BF16, (20, 100), 9),
+  (np.float32, (3, 40), 40),
+]
+
+
+@pytest.mark.parametrize(("dtype", "shape", "k"), FETCH_CASES, ids=lambda c: str(c))
+def test_fetch_copies_the_wanted_elements_bit_for_bit(dtype: Any, shape: tuple[int, int], k: int) -> None:
+  """Random bit patterns (NaN payloads, signalling ones too): each wanted slot holds its element's bits."""
+  _check_fetch(np.dtype(dtype), shape, k, interpret=True)
+
+
+def test_fetch_off_tpus_is_the_kernel_in_interpret_mode() -> None:
+  """Not asked to interpret, the kernel's primitive lowers to interpret mode for CPUs (Mosaic for TPUs)."""
+  _check_fetch(BF16, (20, 700), 64, interpret=False)
+
+
+def _check_fetch(dtype: np.dtype, shape: tuple[int, int], k: int, interpret: bool) -> None:
+  rng = np.random.default_rng(172)
+  x = _random_bits(rng, np.dtype(dtype), shape)
+  columns = rng.integers(0, shape[1], (shape[0], k)).astype(np.int32)
+  columns[:, 0] = shape[1] - 1  # the last column: in the partial tile where there is one
+  wanted = rng.random((shape[0], k)) < 0.7
+  got = np.asarray(_fetch(jnp.asarray(x), jnp.asarray(columns), jnp.asarray(wanted), interpret))
+  want = np.take_along_axis(bits(x), columns, axis=1)
+  np.testing.assert_array_equal(got.view(np.uint32).astype(want.dtype)[wanted], want[wanted])
