@@ -167,6 +167,41 @@ def test_tpu_v5e_top_k(case: TopK) -> None:
     assert mine.estimate_s <= native.estimate_s, said
 
 
+# The TPU selection's DMA kernel (dmljax._src.strategies.tpu_fetch, run in interpret mode by tests/test_tpu_values.py)
+# at matrices that take its edge copies: (type, matrix, k). A partial last column tile; a 16-bit matrix of fewer
+# than 16 rows (every row copied); one with a partial last row tile and a partial column tile; float16 (read as
+# bfloat16 bits); several grid steps.
+TPU_FETCH = (
+  ("float32", (64, 50257), 8),
+  ("bfloat16", (12, 4096), 64),
+  ("bfloat16", (20, 700), 64),
+  ("float16", (3, 300), 9),
+  ("float32", (40, 256), 30),
+)
+
+
+@needs_tpu
+@pytest.mark.parametrize(("dtype", "shape", "k"), TPU_FETCH, ids=str)
+def test_tpu_v5e_fetch_kernel_compiles_with_a_cost(dtype: str, shape: tuple[int, int], k: int) -> None:
+  """Mosaic compiles the kernel for a v5e, and XLA prices the program (its cost estimate is the kernel's bytes)."""
+  from benchmarks.compiled import devices, program
+  from dmljax._src.strategies import tpu_fetch
+
+  def fetch(x: jax.Array, columns: jax.Array, wanted: jax.Array) -> jax.Array:
+    return tpu_fetch.fetch(tpu_fetch.operand(x), columns, wanted)
+
+  device = devices.devices("tpu-v5e")[0]
+  slots = (shape[0], k)
+  specs = [
+    devices.place(shape, dtype, device),
+    devices.place(slots, "int32", device),
+    devices.place(slots, "bool", device),
+  ]
+  s = program.compile_and_summarize(fetch, *specs, row=shape[-1])
+  assert s.custom_calls == {"tpu_custom_call": 1}, s.custom_calls
+  assert s.estimate_s is not None
+
+
 @needs_tpu
 @pytest.mark.parametrize("case", OPS, ids=str)
 def test_tpu_v5e_other_operators_within_5_percent_of_native(case: Op) -> None:

@@ -270,10 +270,12 @@ PATHS: list[Path] = [
     "top_k/cuda_chunked_int_keys", (4, 2048), 20, 1, "cuda", make=_tied_int, grad_args=(), strategy="chunked_sorts"
   ),
   _top_k_row("top_k/cuda_short_rows", (6, 40), 5, 1, "cuda", strategy="sorted_keys", hlo=("top_k",)),
-  # TPU: XLA's TPU TopK on keys every comparison orders alike (the total-order view for 32-bit integers); short
-  # rows sort keys and values together.
+  # TPU: XLA's TPU TopK on keys every comparison orders alike (the total-order view for 32-bit integers), the
+  # values read back from the keys or fetched by the DMA kernel (interpret mode), any rank selected as a matrix;
+  # short rows sort keys and values together.
   _top_k_row("top_k/tpu_kernel_keys", (4, 512), 5, 1, "tpu", strategy="tpu_kernel", hlo=("top_k",)),
   _top_k_row("top_k/tpu_int_keys", (4, 512), 5, 1, "tpu", make=_tied_int, grad_args=(), strategy="tpu_kernel"),
+  _top_k_row("top_k/tpu_kernel_rank3", (2, 4, 300), 6, -1, "tpu", strategy="tpu_kernel", hlo=("top_k",)),
   _top_k_row("top_k/tpu_short_rows", (6, 40), 5, 1, "tpu", strategy="sorted_with_values", hlo=("stablehlo.sort",)),
   _top_k_row("top_k/default_int_keys", (6, 40), 5, 1, "default", strategy="sorted_keys", hlo=("top_k",)),
   _top_k_row(

@@ -18,7 +18,7 @@ cuda        one_pass              k <= 16 on rows of 1024 or more, types of up t
 cuda        gpu_kernel            k <= 16 on rows of 1024 or more, types with a kernel key
 cuda        chunked_sorts         rows where sorting chunk maxima and candidates sorts far fewer
 tpu         sorted_with_values    rows under 256: a sort that carries the values (no gather)
-tpu         tpu_kernel            k <= 256, types of up to 32 bits: XLA's TPU TopK
+tpu         tpu_kernel            k <= 256, types of up to 32 bits: XLA's TPU TopK, values from the keys
 tpu         chunked_sorts         as on cuda (64-bit types, k > 256)
 any         sorted_keys           otherwise: ``lax.top_k`` on the integer key, a sort
 ==========  ====================  ============================================================

@@ -20,6 +20,10 @@ Both are computed with integer arithmetic only: ``--xla_gpu_ftz`` does not chang
 select in them XLA's TPU compiler fuses them into its TopK (a select there makes it copy the input
 into another layout first). The smallest first is the negated key (by its sign bit, zero staying
 +0.0): for a NaN-free float that reverses the order exactly.
+
+Each key gives back the input it came from wherever no other input has it (:func:`ordinal_inverse`,
+:func:`one_step_below_inverse`): every integer, every float but zeros and NaNs (and, for
+:func:`one_step_below`, subnormals), so a selection of keys can return those inputs without reading them.
 """
 
 from __future__ import annotations
@@ -81,3 +85,45 @@ def one_step_below(x: jax.Array, largest_first: bool) -> jax.Array:
   if not largest_first:
     signed = signed ^ (sign & _mask(signed != 0, bits_type))
   return lax.bitcast_convert_type(signed, dtype)
+
+
+def _width_facts(dtype: np.dtype) -> tuple[np.dtype, int]:
+  """A float type's signed integer type of its width, and the bits of +inf."""
+  bits_type = np.dtype(f"int{dtype.itemsize * 8}")
+  return bits_type, int(np.array(np.inf, dtype).view(bits_type))
+
+
+def ordinal_inverse(key: jax.Array, dtype: np.dtype, largest_first: bool) -> tuple[jax.Array, jax.Array]:
+  """The ``dtype`` input whose :func:`ordinal` is ``key``, and where no other input has that key.
+
+  Integers: every key. Floats: every key but zero's (+0.0 and -0.0) and NaN's (every NaN); the
+  value there is unspecified.
+  """
+  dtype = np.dtype(dtype)
+  value = key.astype(np.int32)
+  if not largest_first:
+    value = -value
+  if not dtypes.is_float(dtype):
+    return value.astype(dtype), jnp.ones(key.shape, bool)
+  _, inf_bits = _width_facts(dtype)
+  sign = np.int32(1 << (dtype.itemsize * 8 - 1))
+  bits = jnp.abs(value) | (sign & _mask(value < 0, np.dtype(np.int32)))
+  unsigned = bits.astype(np.dtype(f"uint{dtype.itemsize * 8}"))
+  exact = (value != 0) & (value != inf_bits + 1)
+  return lax.bitcast_convert_type(unsigned, dtype), exact
+
+
+def one_step_below_inverse(key: jax.Array, largest_first: bool) -> tuple[jax.Array, jax.Array]:
+  """The input whose :func:`one_step_below` is ``key``, and where no other input has that key.
+
+  Every key but zero's (+-0.0 and every subnormal) and NaN's (every NaN); the value there is unspecified.
+  """
+  dtype = np.dtype(key.dtype)
+  bits_type, inf_bits = _width_facts(dtype)
+  sign = np.array(np.iinfo(bits_type).min, bits_type)
+  signed = lax.bitcast_convert_type(key, bits_type)
+  if not largest_first:
+    signed = signed ^ (sign & _mask(signed != 0, bits_type))
+  stepped = signed & ~sign
+  exact = (stepped != 0) & (stepped != inf_bits)
+  return lax.bitcast_convert_type((stepped + np.array(1, bits_type)) | (signed & sign), dtype), exact
