@@ -135,3 +135,17 @@ def assert_got_names_its_field(error: dml.DescriptorError) -> None:
   for problem in error.problems:
     got = problem.rfind("; got ")
     assert got >= 0 and _GOT_FIELD.match(problem, got), f"{error.operator}: 'got' names no field in {problem!r}"
+
+
+def spy_on(functions: tuple[tuple[Any, str], ...], monkeypatch: Any) -> set[str]:
+  """Replaces each ``module.name`` by a spy; the returned set fills with the names the trace reaches."""
+  reached: set[str] = set()
+  for module, name in functions:
+    original = getattr(module, name)
+
+    def spy(*args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
+      reached.add(_name)
+      return _original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+  return reached

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import jax.test_util
 import numpy as np
 import pytest
+from _helpers import spy_on
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from reference import ref_arg_reduce, ref_gather_nd, ref_one_hot, ref_reduce, ref_top_k
@@ -594,20 +595,6 @@ def test_matrix_covers_every_row_and_column() -> None:
   assert len({row.id for row in PATHS}) == len(PATHS)
 
 
-def _spy_on(functions: tuple[tuple[Any, str], ...], monkeypatch: pytest.MonkeyPatch) -> set[str]:
-  """Replaces each ``module.name`` by a spy; the returned set fills with the names the trace reaches."""
-  reached: set[str] = set()
-  for module, name in functions:
-    original = getattr(module, name)
-
-    def spy(*args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
-      reached.add(_name)
-      return _original(*args, **kwargs)
-
-    monkeypatch.setattr(module, name, spy)
-  return reached
-
-
 def _spy_on_strategies(monkeypatch: pytest.MonkeyPatch) -> list[str]:
   """Records the name of every top-k strategy the dispatch table picks."""
   picked: list[str] = []
@@ -626,7 +613,7 @@ def _spy_on_strategies(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_path_is_taken(row: Path, monkeypatch: pytest.MonkeyPatch) -> None:
   """The row's inputs select its path: the trace reaches (or avoids) the named functions and picks the named
   strategy, and the program holds its text."""
-  reached = _spy_on(row.reaches + row.avoids, monkeypatch)
+  reached = spy_on(row.reaches + row.avoids, monkeypatch)
   picked = _spy_on_strategies(monkeypatch)
   platform.force(row.branch)
   with row.setup():
@@ -679,7 +666,7 @@ def test_sharded_path_is_taken(
   row_id: str, explicit: bool, reaches: Any, lacks: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
   (row,) = [row for row in PATHS if row.id == row_id]
-  reached = _spy_on(reaches, monkeypatch)
+  reached = spy_on(reaches, monkeypatch)
   platform.force(row.branch)
   jax.clear_caches()
   args = row.make(_seed(row.id))

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _helpers import bits
+from _helpers import bits, spy_on
 from dml_strategies import flush_subnormals
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -209,22 +209,9 @@ def test_the_tpu_strategy_is_exact(dtype: np.dtype, shape: tuple[int, ...], k: i
       _check_selection(x, k, direction, values, indices)
 
 
-def _reached(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-  reached: list[str] = []
-  for name in ("_one_device", "_partitioned"):
-    original = getattr(tpu_kernel, name)
-
-    def spy(*args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
-      reached.append(_name)
-      return _original(*args, **kwargs)
-
-    monkeypatch.setattr(tpu_kernel, name, spy)
-  return reached
-
-
 def test_a_program_split_by_xla_selects_without_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
   """Mosaic kernels cannot be partitioned by XLA: on automatic mesh axes the values are an XLA gather; exact."""
-  reached = _reached(monkeypatch)
+  reached = spy_on(((tpu_kernel, "_one_device"), (tpu_kernel, "_partitioned")), monkeypatch)
   x = _selection_input(np.dtype(np.float32), (8, 512), seed=174)
   mesh = jax.make_mesh((4,), ("d",), axis_types=(AxisType.Auto,), devices=jax.devices()[:4])
   with platform.choosing(branch="tpu", top_k="tpu_kernel"):
