@@ -47,11 +47,16 @@ def _mask(condition: jax.Array, dtype: np.dtype) -> jax.Array:
   return -condition.astype(dtype)
 
 
+def _width_facts(dtype: np.dtype) -> tuple[np.dtype, int]:
+  """A float type's signed integer type of its width, and the bits of +inf."""
+  bits_type = np.dtype(f"int{dtype.itemsize * 8}")
+  return bits_type, int(np.array(np.inf, dtype).view(bits_type))
+
+
 def _float_bits(x: jax.Array) -> tuple[jax.Array, np.dtype, int, int]:
   """``x``'s bits as a signed integer of its width, that type, and the bits of +inf and of the smallest normal."""
   dtype = np.dtype(x.dtype)
-  bits_type = np.dtype(f"int{dtype.itemsize * 8}")
-  inf_bits = int(np.array(np.inf, dtype).view(bits_type))
+  bits_type, inf_bits = _width_facts(dtype)
   smallest_normal_bits = int(np.array(jnp.finfo(dtype).smallest_normal, dtype).view(bits_type))
   return lax.bitcast_convert_type(x, bits_type), bits_type, inf_bits, smallest_normal_bits
 
@@ -85,12 +90,6 @@ def one_step_below(x: jax.Array, largest_first: bool) -> jax.Array:
   if not largest_first:
     signed = signed ^ (sign & _mask(signed != 0, bits_type))
   return lax.bitcast_convert_type(signed, dtype)
-
-
-def _width_facts(dtype: np.dtype) -> tuple[np.dtype, int]:
-  """A float type's signed integer type of its width, and the bits of +inf."""
-  bits_type = np.dtype(f"int{dtype.itemsize * 8}")
-  return bits_type, int(np.array(np.inf, dtype).view(bits_type))
 
 
 def ordinal_inverse(key: jax.Array, dtype: np.dtype, largest_first: bool) -> tuple[jax.Array, jax.Array]:

@@ -95,6 +95,20 @@ def value(keys: jax.Array, dtype: np.dtype, largest_first: bool) -> tuple[jax.Ar
   return _total_order_inverse(keys, dtype, largest_first), jnp.ones(keys.shape, bool)
 
 
+def _unsigned(dtype: np.dtype) -> np.dtype:
+  return np.dtype(f"uint{dtype.itemsize * 8}")
+
+
+def _read_where_inexact(values: jax.Array, exact: jax.Array, read_bits: jax.Array) -> jax.Array:
+  """``values`` where the key gave them back, else the input's bits ``read_bits``, read at the selected indices.
+
+  Merged in bits, not floats: a select of floats may canonicalise NaNs (XLA:CPU's bfloat16 does).
+  """
+  unsigned = _unsigned(np.dtype(values.dtype))
+  merged = jnp.where(exact, lax.bitcast_convert_type(values, unsigned), read_bits.astype(unsigned))
+  return lax.bitcast_convert_type(merged, values.dtype)
+
+
 def _one_device(x: jax.Array, *, k: int, largest_first: bool, interpret: bool) -> Selected:
   """The selection as a matrix, with the values the keys do not give back fetched by DMA."""
   dtype = np.dtype(x.dtype)
@@ -103,10 +117,7 @@ def _one_device(x: jax.Array, *, k: int, largest_first: bool, interpret: bool) -
   keys, indices = lax.top_k(key(lax.bitcast_convert_type(source, dtype), largest_first), k)
   values, exact = value(keys, dtype, largest_first)
   if dtypes.is_float(dtype):
-    # Merged in bits, not floats: a select of floats may canonicalise NaNs (XLA:CPU's bfloat16 does).
-    unsigned = np.dtype(f"uint{dtype.itemsize * 8}")
-    fetched = tpu_fetch.fetch(source, indices, ~exact, interpret=interpret).astype(unsigned)
-    values = lax.bitcast_convert_type(jnp.where(exact, lax.bitcast_convert_type(values, unsigned), fetched), dtype)
+    values = _read_where_inexact(values, exact, tpu_fetch.fetch(source, indices, ~exact, interpret=interpret))
   shape = (*x.shape[:-1], k)
   return values.reshape(shape), indices.reshape(shape)
 
@@ -118,9 +129,8 @@ def _partitioned(x: jax.Array, *, k: int, largest_first: bool, interpret: bool) 
   keys, indices = lax.top_k(key(x, largest_first), k)
   values, exact = value(keys, dtype, largest_first)
   if dtypes.is_float(dtype):
-    unsigned = np.dtype(f"uint{dtype.itemsize * 8}")
-    gathered = jnp.take_along_axis(lax.bitcast_convert_type(x, unsigned), indices, axis=-1, mode="promise_in_bounds")
-    values = lax.bitcast_convert_type(jnp.where(exact, lax.bitcast_convert_type(values, unsigned), gathered), dtype)
+    bits = lax.bitcast_convert_type(x, _unsigned(dtype))
+    values = _read_where_inexact(values, exact, jnp.take_along_axis(bits, indices, axis=-1, mode="promise_in_bounds"))
   return values, indices
 
 
