@@ -2,7 +2,7 @@
 
 For every input type and ``k``, prints the median milliseconds of ``jax.lax.top_k`` on the raw values,
 of ``dml.top_k`` with the strategy its table picks (``table``) and with each strategy of
-``dmljax._src.strategies.dispatch`` forced by name (each counting method of the radix composition too),
+``dmljax._src.strategies.dispatch`` forced by name where it handles the case,
 and of ``torch.topk`` when a CUDA build of PyTorch is present. Every strategy's values and indices are
 compared bit for bit with the table's pick; a difference prints ``MISMATCH``. On CPU the numbers only
 show that the script runs.
@@ -28,7 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import dmljax as dml
 from dmljax._src import platform
 from dmljax._src.strategies import dispatch
-from dmljax._src.strategies import radix as radix_select
 from dmljax._src.strategies.case import Case
 
 
@@ -83,35 +82,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     "int32": (base * 1e6).astype(jnp.int32),
   }
   print(f"device: {jax.devices()[0].device_kind}; float32 input: {base.nbytes / 2**20:.1f} MiB")
-  counting = radix_select.RADIX_COUNTING
-  choices = [("table", None, "compare")] + [
-    (name, name, method)
-    for name in sorted(dispatch.BY_NAME)
-    for method in (("compare", "histogram") if name == "radix" else ("compare",))
-  ]
-  try:
-    for name, x in inputs.items():
-      for k in args.k:
-        row = [f"{name} {args.shape} k={k}"]
-        row.append(f"lax.top_k {median_ms(jax.jit(lambda x, k=k: jax.lax.top_k(x, k)), x, reps=args.reps):.3f}")
-        first = None
-        for label, strategy, method in choices:
-          case = Case.of(x, k, True)
-          if strategy is not None and not dispatch.BY_NAME[strategy].handles(case):
-            continue
-          radix_select.RADIX_COUNTING = method
-          with platform.choosing(top_k=strategy):
-            f = jax.jit(lambda x, k=k: dml.top_k(x, k))  # a function of its own per choice: traced under it
-            out = jax.device_get(f(x))
-            first = out if first is None else first
-            exact = "" if same_bits(out, first) else " MISMATCH"
-            row.append(f"{label}/{method} {median_ms(f, x, reps=args.reps):.3f}{exact}")
-        torch_time = torch_ms(x, k, args.reps)
-        if torch_time is not None:
-          row.append(f"torch.topk {torch_time:.3f}")
-        print(" | ".join(row), flush=True)
-  finally:
-    radix_select.RADIX_COUNTING = counting
+  choices = [("table", None)] + [(name, name) for name in sorted(dispatch.BY_NAME)]
+  for name, x in inputs.items():
+    for k in args.k:
+      row = [f"{name} {args.shape} k={k}"]
+      row.append(f"lax.top_k {median_ms(jax.jit(lambda x, k=k: jax.lax.top_k(x, k)), x, reps=args.reps):.3f}")
+      first = None
+      for label, strategy in choices:
+        case = Case.of(x, k, True)
+        if strategy is not None and not dispatch.BY_NAME[strategy].handles(case):
+          continue
+        with platform.choosing(top_k=strategy):
+          f = jax.jit(lambda x, k=k: dml.top_k(x, k))  # a function of its own per choice: traced under it
+          out = jax.device_get(f(x))
+          first = out if first is None else first
+          exact = "" if same_bits(out, first) else " MISMATCH"
+          row.append(f"{label} {median_ms(f, x, reps=args.reps):.3f}{exact}")
+      torch_time = torch_ms(x, k, args.reps)
+      if torch_time is not None:
+        row.append(f"torch.topk {torch_time:.3f}")
+      print(" | ".join(row), flush=True)
 
 
 if __name__ == "__main__":

@@ -220,7 +220,7 @@ _ONE_HOT = dml.OneHotDesc(
 
 PATHS: list[Path] = [
   # top_k: every row of the strategy table (strategies.dispatch) on its platform's branch, the sort for rows
-  # longer than lax.top_k indexes, and the radix selections named by choice; the sharding columns run the
+  # longer than lax.top_k indexes; the sharding columns run the
   # per-shard selection and merge (selection.py) around them.
   # CPU: one lax.top_k on the canonical float where no staged selection pays, the chunked two-stage
   # selection, k max passes, and lax.top_k on the key's total-order float view.
@@ -300,9 +300,6 @@ PATHS: list[Path] = [
     strategy="one_pass",
     reaches=((one_pass, "kernel_top_k"),),
   ),
-  # The radix selections, by name: the XLA composition and the Pallas counting kernel (interpret mode).
-  _top_k_row("top_k/radix", (6, 40), 5, 1, "cuda", setup=_strategy("radix"), strategy="radix"),
-  _top_k_row("top_k/radix_pallas", (6, 40), 5, 1, "cuda", setup=_strategy("radix_pallas"), strategy="radix_pallas"),
   _top_k_row("top_k/increasing_axis0", (24, 8), 4, 0, "cpu", direction="increasing", other_axis=1),
   # argmin/argmax: top-1 selection over trailing axes on CPU (last=True for DECREASING); one variadic reduction
   # of (key, index) pairs elsewhere (GPUs, TPUs, non-trailing axes, explicitly sharded axes: the sharding

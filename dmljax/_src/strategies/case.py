@@ -62,18 +62,17 @@ def gathered(select_indices: Callable[[jax.Array, Case], jax.Array]) -> Select:
 
 @dataclasses.dataclass(frozen=True)
 class Strategy:
-  """One row of a dispatch table: ``select`` (values and int32 indices, dmljax's order) runs where ``applies`` holds.
+  """One row of a dispatch table: ``select`` (values and int32 indices in dmljax's order).
 
-  ``handles`` says where ``select`` is exact (a forced strategy must handle the case); ``applies``
-  adds where it is the platform's fastest.
+  ``handles`` is what the strategy declares: the cases (types, shapes, ``k``) where ``select`` is exact and
+  runs. ``pays`` is the table's condition on top of it, about speed only: the row runs where both hold. A
+  strategy forced by name must handle the case.
   """
 
   name: str
-  applies: Callable[[Case], bool]
   select: Select
-  handles: Callable[[Case], bool] = lambda case: True
+  handles: Callable[[Case], bool]
+  pays: Callable[[Case], bool] = dataclasses.field(default=lambda case: True)
 
-
-def always(case: Case) -> bool:
-  del case
-  return True
+  def applies(self, case: Case) -> bool:
+    return self.handles(case) and self.pays(case)

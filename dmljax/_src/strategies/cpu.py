@@ -25,6 +25,7 @@ from dmljax._src.strategies import staged
 from dmljax._src.strategies.case import Case, gathered
 
 MIN_STAGED_SIZE = 1 << 14
+MAX_EXTRACTED_K = 8
 # Float rows at least this long stay on one lax.top_k below MAX_PLAIN_FLOAT_SIZE elements: with few rows
 # the staged selection's extra passes cost more than they save (measured on 2 cores: (16, 2048) k=8
 # and (4, 8192) k=50 staged took 1.2-1.3x the time of one lax.top_k; (16, 4096) k=8 took 0.8x).
@@ -48,11 +49,38 @@ def staged_kind(case: Case) -> str | None:
   return None
 
 
+def float_view_handles(case: Case) -> bool:
+  """Floats: their canonical float32 (float64) view holds every value exactly."""
+  return case.is_float
+
+
 def float_view_pays(case: Case) -> bool:
   """Floats skip the integer key where no staged selection runs, or where few long rows make staging cost more."""
-  return case.is_float and (
-    staged_kind(case) is None or (case.size < MAX_PLAIN_FLOAT_SIZE and case.n >= MIN_PLAIN_FLOAT_ROW)
-  )
+  return staged_kind(case) is None or (case.size < MAX_PLAIN_FLOAT_SIZE and case.n >= MIN_PLAIN_FLOAT_ROW)
+
+
+def chunked_handles(case: Case) -> bool:
+  """Rows with a chunk length that leaves more chunks than ``k``."""
+  return staged.cpu_chunk(case.n, case.k) is not None
+
+
+def chunked_pays(case: Case) -> bool:
+  return staged_kind(case) == "chunked"
+
+
+def extracted_handles(case: Case) -> bool:
+  """Any type and row; ``k`` up to :data:`MAX_EXTRACTED_K` (the rounds are unrolled)."""
+  return case.k <= MAX_EXTRACTED_K
+
+
+def extracted_pays(case: Case) -> bool:
+  return staged_kind(case) == "extracted"
+
+
+def every_case(case: Case) -> bool:
+  """Any type, row and ``k``."""
+  del case
+  return True
 
 
 @gathered
@@ -64,7 +92,8 @@ def float_view(x: jax.Array, case: Case) -> jax.Array:
 @gathered
 def chunked(x: jax.Array, case: Case) -> jax.Array:
   chunk = staged.cpu_chunk(case.n, case.k)
-  assert chunk is not None
+  if chunk is None:
+    raise ValueError(f"cpu_chunked does not handle {case}")
   return staged.chunked(rank_keys.selection_key(x, case.largest_first), case.k, chunk, top_k_of_key)
 
 

@@ -1,27 +1,30 @@
 """Which top-k strategy runs: one table per platform, read top to bottom, the first row that applies wins.
 
-Each strategy is a module of this package and returns the values and int32 indices in dmljax's order; the row's
-condition is about speed only (every strategy is exact on every platform). Rows longer than int32
-can index take :func:`sort.wide_rows` everywhere. Under ``platform.choosing(top_k=name)`` the named
-strategy runs on every platform instead (tests and benchmarks).
+Each strategy is a module of this package that declares the cases it handles (types, shapes, ``k``: its
+``handles``) and returns the values and int32 indices in dmljax's order; a row runs where its strategy
+handles the case and the row's condition (``pays``, about speed only) holds. Every table ends in a row that
+handles every case. Rows longer than int32 can index take :func:`sort.wide_rows` everywhere. Under
+``platform.choosing(top_k=name)`` the named strategy runs on every platform instead (tests and benchmarks),
+and naming one for a case it does not handle is an error.
 
-==========  ====================  ============================================================
-platform    strategy              when
-==========  ====================  ============================================================
-cpu         cpu_float_view        floats where staging does not pay (:func:`cpu.float_view_pays`)
-cpu         cpu_chunked           long rows: chunk maxima, then candidates (:func:`cpu.staged_kind`)
-cpu         cpu_extracted         k <= 2 on short rows of large arrays
-cpu         cpu_key_view          otherwise: ``lax.top_k`` on the key's total-order float view
-cuda        peak_reduction        k == 1: one (key, index) reduction
-cuda        one_pass              k <= 16 on rows of 1024 or more, types of up to 32 bits: a Pallas kernel
-                                  that reads the row once (exported programs: the rows below)
-cuda        gpu_kernel            k <= 16 on rows of 1024 or more, types with a kernel key
-cuda        chunked_sorts         rows where sorting chunk maxima and candidates sorts far fewer
-tpu         sorted_with_values    rows under 256: a sort that carries the values (no gather)
-tpu         tpu_kernel            k <= 256, types of up to 32 bits: XLA's TPU TopK, values from the keys
-tpu         chunked_sorts         as on cuda (64-bit types, k > 256)
-any         sorted_keys           otherwise: ``lax.top_k`` on the integer key, a sort
-==========  ====================  ============================================================
+==========  ====================  =========================================================================
+platform    strategy              handles / runs when
+==========  ====================  =========================================================================
+cpu         cpu_float_view        floats / where staging does not pay (:func:`cpu.float_view_pays`)
+cpu         cpu_chunked           rows with a chunk length / long rows (:func:`cpu.staged_kind`)
+cpu         cpu_extracted         ``k <= 8`` / ``k <= 2`` on short rows of large arrays
+cpu         cpu_key_view          every case / otherwise: ``lax.top_k`` on the key's total-order float view
+cuda        peak_reduction        ``k == 1``: one (key, index) reduction
+cuda        one_pass              8- to 32-bit types, ``k <= 16`` / rows of 1024 or more: a Pallas kernel
+                                  that reads the row once (exported programs: this table's next row)
+cuda        gpu_kernel            types of up to 16 bits, float32, bfloat16 / ``k <= 16``, rows of 1024+
+cuda        chunked_sorts         rows with a chunk length / rows of 1024 or more
+tpu         sorted_with_values    every case / rows under 256: a sort that carries the values (no gather)
+tpu         tpu_kernel            types of up to 32 bits but the float8 types with two zeros or several
+                                  NaNs and float4 / ``k <= 256``: XLA's TPU TopK, values from the keys
+tpu         chunked_sorts         as on cuda (64-bit types, k > 256, the float8 types left above)
+any         sorted_keys           every case: ``lax.top_k`` on the integer key, a sort
+==========  ====================  =========================================================================
 """
 
 from __future__ import annotations
@@ -31,55 +34,73 @@ import functools
 import jax
 
 from dmljax._src import platform
-from dmljax._src.strategies import cpu, gpu_kernel, one_pass, peak, radix, sort, staged, tpu_kernel
-from dmljax._src.strategies.case import Case, Selected, Strategy, always
+from dmljax._src.strategies import cpu, gpu_kernel, one_pass, peak, sort, staged, tpu_kernel
+from dmljax._src.strategies.case import Case, Select, Selected, Strategy
 
 index_dtype = sort.index_dtype
 
 
-SORTED_KEYS = Strategy("sorted_keys", always, sort.sorted_keys)
-CHUNKED_SORTS = Strategy("chunked_sorts", staged.accelerator_pays, staged.accelerator_chunked)
+def _first(table: tuple[Strategy, ...], case: Case) -> Strategy:
+  """The first row of ``table`` that applies to ``case`` (the last row of every table handles every case)."""
+  return next(s for s in table if s.applies(case))
+
+
+def _next_row(which: platform.Branch, name: str) -> Select:
+  """The selection ``which``'s table picks after the row ``name``: a kernel strategy's fallback."""
+
+  def select(x: jax.Array, case: Case) -> Selected:
+    table = TABLES[which]
+    after = [s.name for s in table].index(name) + 1
+    return _first(table[after:], case).select(x, case)
+
+  select.__name__ = f"after_{name}"
+  return select
+
+
+SORTED_KEYS = Strategy("sorted_keys", sort.sorted_keys, sort.handles)
+CHUNKED_SORTS = Strategy(
+  "chunked_sorts", staged.accelerator_chunked, staged.accelerator_handles, staged.accelerator_pays
+)
 
 TABLES: dict[platform.Branch, tuple[Strategy, ...]] = {
   "cpu": (
-    Strategy("cpu_float_view", cpu.float_view_pays, cpu.float_view),
-    Strategy("cpu_chunked", lambda case: cpu.staged_kind(case) == "chunked", cpu.chunked),
-    Strategy("cpu_extracted", lambda case: cpu.staged_kind(case) == "extracted", cpu.extracted),
-    Strategy("cpu_key_view", always, cpu.key_view),
+    Strategy("cpu_float_view", cpu.float_view, cpu.float_view_handles, cpu.float_view_pays),
+    Strategy("cpu_chunked", cpu.chunked, cpu.chunked_handles, cpu.chunked_pays),
+    Strategy("cpu_extracted", cpu.extracted, cpu.extracted_handles, cpu.extracted_pays),
+    Strategy("cpu_key_view", cpu.key_view, cpu.every_case),
   ),
   "cuda": (
-    Strategy("peak_reduction", peak.handles, peak.select, peak.handles),
-    Strategy(one_pass.NAME, one_pass.applies, one_pass.select, one_pass.handles),
-    Strategy("gpu_kernel", gpu_kernel.applies, gpu_kernel.select, gpu_kernel.handles),
+    Strategy("peak_reduction", peak.select, peak.handles),
+    Strategy(one_pass.NAME, one_pass.selection(_next_row("cuda", one_pass.NAME)), one_pass.handles, one_pass.pays),
+    Strategy("gpu_kernel", gpu_kernel.select, gpu_kernel.handles, gpu_kernel.pays),
     CHUNKED_SORTS,
     SORTED_KEYS,
   ),
   "tpu": (
-    Strategy("sorted_with_values", tpu_kernel.short_row, sort.sorted_with_values),
-    Strategy("tpu_kernel", tpu_kernel.applies, tpu_kernel.select, tpu_kernel.handles),
+    Strategy("sorted_with_values", sort.sorted_with_values, sort.handles, tpu_kernel.short_row),
+    Strategy("tpu_kernel", tpu_kernel.select, tpu_kernel.handles, tpu_kernel.pays),
     CHUNKED_SORTS,
     SORTED_KEYS,
   ),
   "default": (SORTED_KEYS,),
 }
-# Selectable by name only.
-OTHERS = (
-  Strategy("radix", always, radix.select),
-  Strategy("radix_pallas", always, radix.select_pallas),
-)
-BY_NAME = {strategy.name: strategy for table in (*TABLES.values(), OTHERS) for strategy in table}
+BY_NAME = {strategy.name: strategy for table in TABLES.values() for strategy in table}
 
 
 def strategy(which: platform.Branch, case: Case) -> Strategy:
   """The strategy the platform ``which`` runs for ``case`` (a forced one, if a choice names it)."""
   forced = platform.current().top_k
   if forced is None:
-    return next(s for s in TABLES[which] if s.applies(case))
+    return _first(TABLES[which], case)
   if forced not in BY_NAME:
     raise ValueError(f"top-k strategy must be one of {sorted(BY_NAME)}; got {forced!r}")
   chosen = BY_NAME[forced]
   if not chosen.handles(case):
-    raise ValueError(f"top-k strategy {forced!r} is not exact for {case}; choose another or none")
+    handles = " ".join((chosen.handles.__doc__ or "").split())
+    raise ValueError(
+      f"top-k strategy {forced!r} does not handle {case} (it handles: {handles or 'see its module'}); "
+      "choose another strategy, or none to let the table choose"
+    )
   return chosen
 
 

@@ -1,13 +1,15 @@
 r"""CUDA: an exact top-k that reads every row once, in a Pallas kernel for Triton (1 or 2 launches).
 
 **What it computes.** For every row of ``n`` elements and a static ``k <= 16``: the ``k`` first elements in
-dmljax's order, values bit-exact and int32 indices. Any type of up to 32 bits.
+dmljax's order, values bit-exact and int32 indices. Types of 8 to 32 bits (:func:`handles`; every float8
+type included; 4-bit types, which cannot be loaded as stored bytes, are left to the table's next rows).
 
-**Why it is exact.** Inside the kernel each element becomes an int32 key whose integer order is dmljax's
-order (:func:`kernel_key`, bit arithmetic on the loaded values, no float comparison anywhere, so no
-flush-to-zero or NaN comparison can change it): floats as sign-magnitude bits turned into two's
-complement (-0.0 and +0.0 both 0, subnormals kept apart from zero), every NaN one key above +inf;
-integers as themselves (``uint32`` with its top bit flipped); the smallest first is the reversed key.
+**Why it is exact.** Inside the kernel each element becomes its int32 rank key (:func:`kernel_key`, that is
+:func:`rank_keys.key_of_bits`: bit arithmetic on the loaded values, no float comparison anywhere, so no
+flush-to-zero or NaN comparison can change it): -0.0 and +0.0 both 0, subnormals kept apart from zero,
+every NaN one key above the largest non-NaN (whatever the type's layout: types without infinities, the
+``fnuz`` types whose NaN is -0.0's pattern, float8_e8m0fnu without a sign); integers as themselves
+(``uint32`` with its top bit flipped); the smallest first is the key's bitwise not.
 Elements are then compared as pairs ``(key, index)``: a larger key first, and of equal keys the lower
 index (:func:`_beats`). That is a strict total order, so the selection is unique and no step depends on
 how a reduction combines.
@@ -44,8 +46,9 @@ candidates), so no ``KERNEL_READ_PASSES`` entry is needed.
 
 **Export.** ``jax.export`` does not serialize Triton calls (``__gpu$xla.gpu.triton`` is not among its
 stable custom calls). The kernel sits behind a primitive whose lowering rule asks whether the program is
-being exported (``lowering_parameters.for_export``); an exported program gets the strategy the CUDA table
-picks after this one (XLA's TopK kernel on kernel keys, the chunked sorts, or the key sort), exact too.
+being exported (``lowering_parameters.for_export``); an exported program gets the selection the dispatch
+table hands this strategy (:func:`selection`: the CUDA table's next row, XLA's TopK kernel on kernel keys,
+the chunked sorts, or the key sort), exact too. This module does not know the table.
 So do GPUs older than Ampere (XLA compiles no Triton call for them) and other platforms than CUDA, unless
 Pallas interpret mode is chosen (``platform.choosing(interpret=True)``), which runs the kernels anywhere
 (what the tests do on CPU).
@@ -65,8 +68,8 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
-from dmljax._src import dtypes, platform
-from dmljax._src.strategies.case import Case, Selected
+from dmljax._src import dtypes, platform, rank_keys
+from dmljax._src.strategies.case import Case, Select, Selected
 
 NAME = "one_pass"
 # The Pallas kernels' names, as the compiled program's Triton calls carry them.
@@ -93,13 +96,14 @@ _NO_INDEX = np.int32(np.iinfo(np.int32).max)
 
 
 def handles(case: Case) -> bool:
-  """Types of up to 32 bits, ``k <= 16``, rows the kernel's int32 positions can walk."""
-  numeric = dtypes.is_float(case.dtype) or dtypes.is_integer(case.dtype)
-  return numeric and case.bits <= 32 and case.k <= MAX_K and case.n <= MAX_ROW
+  """Types of 8 to 32 bits (every float8 type included; 4- and 2-bit types are not loadable as stored bits),
+  ``k <= 16``, rows the kernel's int32 positions can walk."""
+  width = rank_keys.layout(case.dtype).width
+  return 8 <= width <= 32 and case.k <= MAX_K and case.n <= MAX_ROW
 
 
-def applies(case: Case) -> bool:
-  return case.n >= MIN_ROW and handles(case)
+def pays(case: Case) -> bool:
+  return case.n >= MIN_ROW
 
 
 # Layout -------------------------------------------------------------------------------------------------------
@@ -152,32 +156,15 @@ def _stored(x: jax.Array) -> jax.Array:
 
 
 def _key_of_stored(stored: jax.Array, dtype: np.dtype, largest_first: bool) -> jax.Array:
-  if dtypes.is_float(dtype):
-    width = dtype.itemsize * 8
-    bits = stored.astype(np.int32)
-    inf_bits = int(np.array(np.inf, dtype).view(np.dtype(f"uint{width}")))
-    magnitude = bits & np.int32((1 << (width - 1)) - 1)
-    sign = lax.shift_right_arithmetic(bits, np.int32(31))
-    if largest_first:
-      key, nan_key = (magnitude ^ sign) - sign, np.int32(inf_bits + 1)
-    else:
-      key, nan_key = sign - (magnitude ^ sign), np.int32(-(inf_bits + 1))
-    return jnp.where(magnitude > np.int32(inf_bits), nan_key, key)
-  if dtype == np.uint32:
-    key = lax.bitcast_convert_type(stored, np.int32) ^ _INT_MIN
-  else:
-    key = stored.astype(np.int32)
+  key = rank_keys.key_of_bits(stored, dtype)
   return key if largest_first else ~key
 
 
 def kernel_key(x: jax.Array, largest_first: bool) -> jax.Array:
-  """An int32 key whose integer order is dmljax's order of ``x`` (the reverse for the smallest first).
+  """The int32 rank key of ``x`` (its bitwise not for the smallest first), from the stored bits as the kernel sees them.
 
-  Floats: the magnitude bits ``m`` and the sign ``s`` (0 or -1) give ``(m ^ s) - s``, that is ``m`` or
-  ``-m``, so -0.0 and +0.0 are both 0; a NaN is ``inf_bits + 1``. Smallest first: ``s - (m ^ s)``, and a
-  NaN ``-(inf_bits + 1)``, the last. Integers: the value (``uint32`` with its top bit flipped), or its
-  bitwise not. Integer operations on the stored bits only (:func:`stored_dtype`), which Triton and XLA
-  both lower.
+  :func:`rank_keys.key_of_bits`: integer operations on the stored bits only (:func:`stored_dtype`), which Triton
+  and XLA both lower.
   """
   return _key_of_stored(_stored(x), np.dtype(x.dtype), largest_first)
 
@@ -197,10 +184,9 @@ def _from_bits(bits: jax.Array, stored: np.dtype) -> jax.Array:
 
 def _last_stored(dtype: np.dtype, largest_first: bool) -> np.ndarray:
   """A stored value that ranks last in the direction: what masked loads past the row's end read."""
-  if dtypes.is_float(dtype):
-    return np.array(-np.inf if largest_first else np.nan, dtype).view(stored_dtype(dtype))
-  info = np.iinfo(dtype)
-  return np.array(info.min if largest_first else info.max, dtype)
+  bits = int(rank_keys.extreme_bits(dtype, largest=not largest_first))
+  width = dtype.itemsize * 8
+  return np.array(bits & ((1 << width) - 1), np.dtype(f"uint{width}")).view(stored_dtype(dtype))
 
 
 def _beats(key: Any, index: Any, other_key: Any, other_index: Any) -> Any:
@@ -385,13 +371,9 @@ def kernel_top_k(
 # The primitive: the kernel under jit, XLA's operations when exported -----------------------------------------
 
 
-def xla_top_k(rows: jax.Array, k: int, largest_first: bool) -> Selected:
-  """What the CUDA table picks after this strategy: the selection an exported program holds."""
-  from dmljax._src.strategies import dispatch  # dispatch imports this module
-
-  case = Case(np.dtype(rows.dtype), tuple(rows.shape), k, largest_first)
-  fallback = next(s for s in dispatch.TABLES["cuda"] if s.name != NAME and s.applies(case))
-  return fallback.select(rows, case)
+def _xla_top_k(rows: jax.Array, k: int, largest_first: bool, exported: Select) -> Selected:
+  """The selection an exported program holds: ``exported``, which the dispatch table gives (its next row)."""
+  return exported(rows, Case(np.dtype(rows.dtype), tuple(rows.shape), k, largest_first))
 
 
 _one_pass_p = Primitive("dmljax_one_pass_top_k")
@@ -404,8 +386,8 @@ def _impl(rows: jax.Array, **params: Any) -> Any:
 
 
 @_one_pass_p.def_abstract_eval
-def _abstract_eval(aval: Any, *, k: int, largest_first: bool, interpret: bool) -> list[Any]:
-  del largest_first, interpret
+def _abstract_eval(aval: Any, *, k: int, largest_first: bool, interpret: bool, exported: Select) -> list[Any]:
+  del largest_first, interpret, exported
   shape = (aval.shape[0], k)
   return [
     aval.update(shape=shape, weak_type=False),
@@ -431,11 +413,13 @@ def _runs_triton(ctx: Any) -> bool:
   return all(int(str(c).split(".")[0]) >= MIN_COMPUTE_CAPABILITY for c in capabilities if c)
 
 
-def _lowering(ctx: Any, rows: Any, *, k: int, largest_first: bool, interpret: bool, compiled: bool) -> Any:
+def _lowering(
+  ctx: Any, rows: Any, *, k: int, largest_first: bool, interpret: bool, exported: Select, compiled: bool
+) -> Any:
   if not _exporting(ctx) and (interpret or (compiled and _runs_triton(ctx))):
     fn = functools.partial(kernel_top_k, k=k, largest_first=largest_first, interpret=interpret)
   else:
-    fn = functools.partial(xla_top_k, k=k, largest_first=largest_first)
+    fn = functools.partial(_xla_top_k, k=k, largest_first=largest_first, exported=exported)
   return mlir.lower_fun(fn, multiple_results=True)(ctx, rows)
 
 
@@ -455,13 +439,23 @@ def _batched(args: Any, dims: Any, **params: Any) -> tuple[Any, tuple[int, int]]
 batching.primitive_batchers[_one_pass_p] = _batched
 
 
-def select(x: jax.Array, case: Case) -> Selected:
-  """The kernel on every row of ``x`` (any leading axes), in interpret mode where the choice says so."""
-  lead = x.shape[:-1]
-  count = math.prod(lead)
-  if count == 0:
-    return jnp.zeros((*lead, case.k), x.dtype), jnp.zeros((*lead, case.k), np.int32)
-  values, indices = _one_pass_p.bind(
-    x.reshape(count, case.n), k=case.k, largest_first=case.largest_first, interpret=platform.current().interpret
-  )
-  return values.reshape(*lead, case.k), indices.reshape(*lead, case.k)
+def selection(exported: Select) -> Select:
+  """The strategy: the kernel on every row of ``x`` (any leading axes), in interpret mode where the choice says
+  so, and ``exported`` (the selection the dispatch table picks after this one) where no Triton call can run:
+  exported programs, GPUs older than Ampere, other platforms."""
+
+  def select(x: jax.Array, case: Case) -> Selected:
+    lead = x.shape[:-1]
+    count = math.prod(lead)
+    if count == 0:
+      return jnp.zeros((*lead, case.k), x.dtype), jnp.zeros((*lead, case.k), np.int32)
+    values, indices = _one_pass_p.bind(
+      x.reshape(count, case.n),
+      k=case.k,
+      largest_first=case.largest_first,
+      interpret=platform.current().interpret,
+      exported=exported,
+    )
+    return values.reshape(*lead, case.k), indices.reshape(*lead, case.k)
+
+  return select

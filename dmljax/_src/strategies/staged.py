@@ -93,13 +93,19 @@ def extracted(key: jax.Array, k: int) -> jax.Array:
   return jnp.concatenate(found, axis=-1)
 
 
+def accelerator_handles(case: Case) -> bool:
+  """Rows with a chunk length that sorts at most half the row."""
+  return accelerator_chunk(case.n, case.k) is not None
+
+
 def accelerator_pays(case: Case) -> bool:
-  return case.n >= MIN_ACCELERATOR_ROW and accelerator_chunk(case.n, case.k) is not None
+  return case.n >= MIN_ACCELERATOR_ROW
 
 
 @gathered
 def accelerator_chunked(x: jax.Array, case: Case) -> jax.Array:
   """:func:`chunked` with both stages integer-key selections, which GPUs and TPUs compile to sorts."""
   chunk = accelerator_chunk(case.n, case.k)
-  assert chunk is not None
+  if chunk is None:
+    raise ValueError(f"chunked_sorts does not handle {case}")
   return chunked(rank_keys.selection_key(x, case.largest_first), case.k, chunk, sort.top_k_of_key)

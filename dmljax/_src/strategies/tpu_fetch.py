@@ -180,7 +180,7 @@ def _kernel(
   sixteen_bit = copies.dtype.itemsize == 2
 
   def column_of(t: jax.Array) -> jax.Array:
-    return columns_smem[lax.div(t, LANES), lax.rem(t, LANES)]
+    return columns_smem[lax.div(t, np.int32(LANES)), lax.rem(t, np.int32(LANES))]
 
   def row_of(t: jax.Array) -> jax.Array:
     return lax.div(first + t, np.int32(k))
@@ -190,6 +190,7 @@ def _kernel(
     return pltpu.make_async_copy(window, copies.at[t], semaphore)
 
   def start(t: jax.Array, carry: Any) -> Any:
+    t = lax.convert_element_type(t, np.int32)  # int64 under x64 where the loop's bounds are constants
     column = column_of(t)
 
     @pl.when(column >= 0)
@@ -200,8 +201,8 @@ def _kernel(
       elif copy_rows == 1:
         tile_row = row
       else:
-        tile_row = pl.multiple_of(lax.div(row, copy_rows) * copy_rows, copy_rows)
-      tile_column = pl.multiple_of(lax.div(column, LANES) * LANES, LANES)
+        tile_row = pl.multiple_of(lax.div(row, np.int32(copy_rows)) * np.int32(copy_rows), copy_rows)
+      tile_column = pl.multiple_of(lax.div(column, np.int32(LANES)) * np.int32(LANES), LANES)
       in_matrix = jnp.bool_(True)
       if column_tail is not None:
         in_column_tail = column >= full_columns
@@ -228,6 +229,8 @@ def _kernel(
     return carry
 
   def wait(t: jax.Array, carry: Any) -> Any:
+    t = lax.convert_element_type(t, np.int32)
+
     @pl.when(column_of(t) >= 0)
     def _() -> None:
       copy(column_tail if full_columns == 0 else x_hbm, 0, 0, t).wait()  # every copy moves as much

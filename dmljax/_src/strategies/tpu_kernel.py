@@ -55,16 +55,29 @@ MAX_K = 256
 MIN_ROW = 256
 
 
-def short_row(case: Case) -> bool:
-  return case.n < MIN_ROW
+def _fetches(dtype: np.dtype) -> bool:
+  """Whether some values of ``dtype`` must be read from the input: a float type whose key merges several inputs
+  (its two zeros, its NaNs; float32's subnormals)."""
+  return dtypes.is_float(dtype) and rank_keys.layout(dtype).merges
 
 
 def handles(case: Case) -> bool:
-  return case.bits <= 32
+  """Types of up to 32 bits whose merged values, if any, the DMA kernel can read (16- and 32-bit ones).
+
+  The float8 types with several zeros or NaNs (e4m3fn, e5m2, e4m3, e3m4) and float4_e2m1fn are left to the
+  table's next rows; the ``fnuz`` types and float8_e8m0fnu, whose keys merge nothing, are handled.
+  """
+  width = rank_keys.layout(case.dtype).width
+  return width <= 32 and (not _fetches(case.dtype) or tpu_fetch.handles(case.dtype))
 
 
-def applies(case: Case) -> bool:
-  return case.k <= MAX_K and handles(case)
+def pays(case: Case) -> bool:
+  """Where XLA's TPU compiler makes a TopK (larger ``k`` sort); shorter rows sort with their values instead."""
+  return case.k <= MAX_K
+
+
+def short_row(case: Case) -> bool:
+  return case.n < MIN_ROW
 
 
 def key(x: jax.Array, largest_first: bool) -> jax.Array:
@@ -75,24 +88,14 @@ def key(x: jax.Array, largest_first: bool) -> jax.Array:
   return rank_keys.key_as_total_order_float(rank_keys.selection_key(x, largest_first))
 
 
-def _total_order_inverse(keys: jax.Array, dtype: np.dtype, largest_first: bool) -> jax.Array:
-  """The 32-bit integer whose :func:`key` is ``keys`` (a bijection)."""
-  bits = lax.bitcast_convert_type(keys, np.int32)
-  rank = bits ^ (lax.shift_right_arithmetic(bits, np.int32(31)) & np.int32(0x7FFFFFFF))
-  if not largest_first:
-    rank = ~rank
-  if dtype == np.int32:
-    return rank
-  return lax.bitcast_convert_type(rank, np.uint32) ^ np.uint32(1 << 31)
-
-
 def value(keys: jax.Array, dtype: np.dtype, largest_first: bool) -> tuple[jax.Array, jax.Array]:
   """The inputs of type ``dtype`` whose :func:`key` is ``keys``, and where the key has no other input."""
   if kernel_keys.has_ordinal(dtype):
     return kernel_keys.ordinal_inverse(keys, dtype, largest_first)
   if dtype == np.float32:
     return kernel_keys.one_step_below_inverse(keys, largest_first)
-  return _total_order_inverse(keys, dtype, largest_first), jnp.ones(keys.shape, bool)
+  rank = rank_keys.key_of_total_order_float(keys)
+  return rank_keys.value_of_key(rank if largest_first else ~rank, dtype)
 
 
 def _unsigned(dtype: np.dtype) -> np.dtype:
@@ -113,10 +116,10 @@ def _one_device(x: jax.Array, *, k: int, largest_first: bool, interpret: bool) -
   """The selection as a matrix, with the values the keys do not give back fetched by DMA."""
   dtype = np.dtype(x.dtype)
   rows = x.reshape(-1, x.shape[-1])
-  source = tpu_fetch.operand(rows) if dtypes.is_float(dtype) else rows
+  source = tpu_fetch.operand(rows) if _fetches(dtype) else rows
   keys, indices = lax.top_k(key(lax.bitcast_convert_type(source, dtype), largest_first), k)
   values, exact = value(keys, dtype, largest_first)
-  if dtypes.is_float(dtype):
+  if _fetches(dtype):
     values = _read_where_inexact(values, exact, tpu_fetch.fetch(source, indices, ~exact, interpret=interpret))
   shape = (*x.shape[:-1], k)
   return values.reshape(shape), indices.reshape(shape)
@@ -128,7 +131,7 @@ def _partitioned(x: jax.Array, *, k: int, largest_first: bool, interpret: bool) 
   dtype = np.dtype(x.dtype)
   keys, indices = lax.top_k(key(x, largest_first), k)
   values, exact = value(keys, dtype, largest_first)
-  if dtypes.is_float(dtype):
+  if _fetches(dtype):
     bits = lax.bitcast_convert_type(x, _unsigned(dtype))
     values = _read_where_inexact(values, exact, jnp.take_along_axis(bits, indices, axis=-1, mode="promise_in_bounds"))
   return values, indices

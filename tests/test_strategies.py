@@ -1,14 +1,10 @@
-"""The radix selection (radix select + compaction + a sort of k), checked on CPU.
-
-No GPU runs here: the selection functions are called directly (the Pallas kernel in
-interpret mode), and ``dml.top_k`` runs with the CUDA branch forced on CPU and the
-strategy chosen by name (``platform.choosing(branch="cuda", top_k=..., interpret=True)``).
-The Pallas kernel's compile for an H100 is in tests/test_accelerator_structure.py.
+"""The strategy tables' rows chosen by name, checked on CPU: each on a forced platform branch (Pallas kernels in
+interpret mode), under jit, vmap, derivatives, sharding and export; and the rule that a strategy runs only on the
+cases it declares it handles.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,29 +20,11 @@ from jax.sharding import PartitionSpec as P
 from reference import ref_top_k
 
 import dmljax as dml
-from dmljax._src import platform, rank_keys, top_k
+from dmljax._src import platform, top_k
 from dmljax._src.strategies import dispatch
-from dmljax._src.strategies import radix as radix_select
+from dmljax._src.strategies.case import Case
 
-DTYPES_32 = (
-  np.float32,
-  np.float16,
-  ml_dtypes.bfloat16,
-  np.int8,
-  np.int16,
-  np.int32,
-  np.uint8,
-  np.uint16,
-  np.uint32,
-)
-DTYPES_64 = (np.float64, np.int64, np.uint64)
 DIRECTIONS = ("decreasing", "increasing")
-# Row lengths that are not multiples of the kernel's chunk, short and over one chunk.
-LENGTHS = (37, radix_select.PALLAS_CHUNK + 88)
-
-
-def _ks(n: int) -> tuple[int, ...]:
-  return (1, 2, n // 2, n - 1, n)
 
 
 def _sample(dtype: Any, shape: tuple[int, int], seed: int) -> np.ndarray:
@@ -82,84 +60,10 @@ def _sample(dtype: Any, shape: tuple[int, int], seed: int) -> np.ndarray:
   return out.astype(dtype)
 
 
-def _key(x: np.ndarray, direction: str) -> jax.Array:
-  return _keys(jnp.asarray(x), direction == "decreasing")
+# --- dml.top_k with the CUDA branch forced on CPU and a strategy chosen by name ---------------------------------
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def _keys(x: jax.Array, descending: bool) -> jax.Array:
-  return rank_keys.ascending_key(x) if descending else rank_keys.descending_key(x)
-
-
-def _check(x: np.ndarray, k: int, direction: str, indices: Any) -> None:
-  want_values, want_indices = ref_top_k(x, k, -1, direction)
-  indices = np.asarray(indices)
-  np.testing.assert_array_equal(indices, want_indices, err_msg=f"{x.dtype} {direction} k={k}")
-  np.testing.assert_array_equal(bits(np.take_along_axis(x, indices, axis=-1)), bits(want_values))
-
-
-@pytest.mark.parametrize("n", LENGTHS)
-def test_radix_top_k_is_exact_for_every_32_bit_type(n: int) -> None:
-  inputs = [(_sample(d, (3, n), 100 + i), direction) for i, d in enumerate(DTYPES_32) for direction in DIRECTIONS]
-  keys = jnp.concatenate([_key(x, direction) for x, direction in inputs])  # one batch: 3 rows per input
-  for k in _ks(n):
-    got = np.asarray(jax.jit(lambda key, k=k: radix_select.radix_top_k(key, k))(keys))
-    for row, (x, direction) in enumerate(inputs):
-      _check(x, k, direction, got[3 * row : 3 * row + 3])
-
-
-def test_radix_top_k_is_exact_for_64_bit_keys() -> None:
-  n = LENGTHS[1]
-  with x64():
-    inputs = [(_sample(d, (3, n), 200 + i), direction) for i, d in enumerate(DTYPES_64) for direction in DIRECTIONS]
-    keys = jnp.concatenate([_key(x, direction) for x, direction in inputs])
-    assert keys.dtype == np.int64
-    for k in _ks(n):
-      got = np.asarray(jax.jit(lambda key, k=k: radix_select.radix_top_k(key, k))(keys))
-      for row, (x, direction) in enumerate(inputs):
-        _check(x, k, direction, got[3 * row : 3 * row + 3])
-
-
-@pytest.mark.parametrize(("n", "k"), [(LENGTHS[0], LENGTHS[0] - 1), (LENGTHS[1], LENGTHS[1] // 2)])
-def test_pallas_selection_in_interpret_mode_is_exact(n: int, k: int) -> None:
-  """The kernel's (threshold, rank) per row equal the XLA passes', and the selection built on it is exact."""
-  dtypes = (np.float32, ml_dtypes.bfloat16, np.int8, np.uint32)
-  inputs = [(_sample(d, (3, n), 300 + i), direction) for i, d in enumerate(dtypes) for direction in DIRECTIONS]
-  keys = jnp.concatenate([_key(x, direction) for x, direction in inputs])
-  threshold, rank = jax.jit(lambda key: radix_select.radix_threshold(key, k))(keys)
-  assert (np.asarray(rank) >= 1).all() and (np.asarray(rank) <= k).all()
-  got = np.asarray(jax.jit(lambda key: radix_select.pallas_radix_top_k(key, k, interpret=True))(keys))
-  for row, (x, direction) in enumerate(inputs):
-    _check(x, k, direction, got[3 * row : 3 * row + 3])
-  kernel = jax.jit(lambda key: radix_select.pallas_radix_threshold(key, k, interpret=True))(keys)
-  np.testing.assert_array_equal(np.asarray(kernel[0]), np.asarray(threshold))
-  np.testing.assert_array_equal(np.asarray(kernel[1]), np.asarray(rank))
-
-
-@pytest.mark.parametrize("radix_bits", [2, 8])
-def test_histogram_counting_is_exact(monkeypatch: pytest.MonkeyPatch, radix_bits: int) -> None:
-  """The scatter-add counting variant, at other digit widths, selects exactly as the reference."""
-  monkeypatch.setattr(radix_select, "RADIX_COUNTING", "histogram")
-  n, k = LENGTHS[1], LENGTHS[1] // 3
-  inputs = [(_sample(d, (3, n), 500 + i), "decreasing") for i, d in enumerate((np.float16, np.int32, np.uint8))]
-  keys = jnp.concatenate([_key(x, direction) for x, direction in inputs])
-  got = np.asarray(jax.jit(lambda key: radix_select.radix_top_k(key, k, radix_bits=radix_bits))(keys))
-  for row, (x, direction) in enumerate(inputs):
-    _check(x, k, direction, got[3 * row : 3 * row + 3])
-
-
-def test_threshold_is_the_kth_largest_key_and_rank_counts_its_ties() -> None:
-  keys = np.array([[5, 7, 7, 7, -3, 7, np.iinfo(np.int32).min, 9]], np.int32)
-  # Sorted descending: 9, 7, 7, 7, 7, 5, -3, min.
-  for k, (threshold, rank) in {1: (9, 1), 2: (7, 1), 4: (7, 3), 5: (7, 4), 6: (5, 1), 8: (-(1 << 31), 1)}.items():
-    t, r = radix_select.radix_threshold(jnp.asarray(keys), k)
-    assert (int(t[0]), int(r[0])) == (threshold, rank), k
-
-
-# --- dml.top_k with the CUDA branch forced on CPU and a radix strategy chosen ---------------------------------
-
-
-@pytest.fixture(params=["radix", "radix_pallas"])
+@pytest.fixture(params=["gpu_kernel", "sorted_keys"])
 def forced(request: pytest.FixtureRequest) -> Iterator[str]:
   """``dml.top_k`` runs the CUDA branch on CPU with the given strategy (Pallas in interpret mode)."""
   with platform.choosing(branch="cuda", top_k=request.param, interpret=True):
@@ -170,10 +74,8 @@ def _ops(fn: Any, *args: Any) -> str:
   return jax.jit(fn).lower(*args).as_text()
 
 
-def test_forced_branch_runs_the_radix_selection(forced: str) -> None:
+def test_forced_branch_runs_the_named_selection(forced: str) -> None:
   x = _sample(np.float32, (4, 50), 400)
-  text = _ops(lambda x: dml.top_k(x, 5), x)
-  assert "chlo.top_k" not in text and "scatter" in text
   for direction, axis in (("decreasing", 1), ("increasing", 0)):
     values, indices = jax.jit(lambda x, d=direction, a=axis: dml.top_k(x, 3, axis=a, direction=d))(x)
     want_values, want_indices = ref_top_k(x, 3, axis, direction)
@@ -220,21 +122,20 @@ def test_forced_branch_exports_and_round_trips(forced: str) -> None:
   x = _sample(np.uint8, (3, 45), 404)
   fn = jax.jit(lambda x: dml.top_k(x, 6))
   exported = export.export(fn, platforms=("cpu",))(jax.ShapeDtypeStruct(x.shape, x.dtype))
-  assert "chlo.top_k" not in exported.mlir_module()
   values, indices = export.deserialize(exported.serialize()).call(x)
   want_values, want_indices = ref_top_k(x, 6, -1, "decreasing")
   np.testing.assert_array_equal(np.asarray(indices), want_indices)
-  np.testing.assert_array_equal(np.asarray(values), want_values)
+  np.testing.assert_array_equal(bits(values), bits(want_values))
 
 
 def test_pallas_strategy_under_x64_traces_the_cuda_kernel_on_cpu() -> None:
-  """Regression: under x64 the kernel's digit counts summed to int64 into its int32 loop carry, and
-  ``lax.platform_dependent`` traces the CUDA kernel even on CPU, so ``dml.top_k`` failed there too."""
+  """Under x64, Python int constants become int64 in a kernel's int32 arithmetic; ``lax.platform_dependent``
+  traces the CUDA kernel even on CPU, so a kernel that mixed them would fail ``dml.top_k`` there too."""
   x = _sample(np.float32, (3, 40), 406)
-  with x64(), platform.choosing(top_k="radix_pallas"):
+  with x64(), platform.choosing(top_k="one_pass", interpret=True):
     jaxpr = str(jax.make_jaxpr(lambda x: dml.top_k(x, 5))(x))
-    values, indices = dml.top_k(x, 5)
-  assert "pallas_call" in jaxpr  # the CUDA branch's kernel was traced, not only the CPU one
+    values, indices = dml.top_k(x, 5)  # the kernel, in interpret mode, lowered with x64 on
+  assert "dmljax_one_pass_top_k" in jaxpr  # the CUDA branch's kernel primitive, not only the CPU path
   want_values, want_indices = ref_top_k(x, 5, -1, "decreasing")
   np.testing.assert_array_equal(np.asarray(indices), want_indices)
   np.testing.assert_array_equal(bits(values), bits(want_values))
@@ -244,7 +145,7 @@ def test_pallas_strategy_under_x64_traces_the_cuda_kernel_on_cpu() -> None:
 
 
 def test_an_unknown_strategy_is_refused_with_the_names() -> None:
-  with platform.choosing(top_k="bitonic"), pytest.raises(ValueError, match="radix_pallas"):
+  with platform.choosing(top_k="bitonic"), pytest.raises(ValueError, match="one_pass"):
     dml.top_k(np.arange(6.0, dtype=np.float32), 2)
 
 
@@ -257,11 +158,11 @@ def test_a_new_choice_retraces_the_library_and_clears_no_cache() -> None:
   before = top_k._top_k._cache_size()
   found = {}
   with platform.forced("default"):
-    for name in ("sorted_keys", "radix", "sorted_keys"):
+    for name in ("sorted_keys", "cpu_extracted", "sorted_keys"):
       with platform.choosing(top_k=name):
         found[name] = "chlo.top_k" in _ops(lambda x: dml.top_k(x, 3), x)
         np.testing.assert_array_equal(np.asarray(dml.top_k(x, 3)[1]), [[11, 10, 9], [11, 10, 9]])
-  assert found == {"sorted_keys": True, "radix": False}
+  assert found == {"sorted_keys": True, "cpu_extracted": False}
   assert top_k._top_k._cache_size() == before + 2  # one program per choice, the third call reused the first
   assert unrelated._cache_size() == cached
 
@@ -283,10 +184,41 @@ def test_every_named_strategy_is_exact_on_a_forced_branch() -> None:
         np.testing.assert_array_equal(bits(values), bits(want_values), err_msg=f"{name} {branch} {direction}")
 
 
-def test_a_strategy_that_is_not_exact_for_the_input_is_refused() -> None:
-  """XLA's GPU kernel keys exist for types of up to 16 bits and float32 only: int32 would lose precision."""
-  x = np.arange(1 << 25, (1 << 25) + 2048, dtype=np.int32).reshape(2, 1024)
-  with platform.choosing(branch="cuda", top_k="gpu_kernel"), pytest.raises(ValueError, match="not exact"):
-    dml.top_k(x, 3)
-  with platform.choosing(branch="cuda", top_k="peak_reduction"), pytest.raises(ValueError, match="not exact"):
-    dml.top_k(x, 3)
+@pytest.mark.parametrize(
+  ("name", "x", "k"),
+  [
+    # int32 past float32's integers: the float view would tie 2**24 and 2**24 + 1.
+    ("cpu_float_view", np.array([16777216, 16777217], np.int32), 1),
+    # Rows too short to chunk.
+    ("cpu_chunked", np.arange(8, dtype=np.float32), 3),
+    ("chunked_sorts", np.arange(8, dtype=np.float32), 3),
+    # XLA's GPU kernel keys: types of up to 16 bits, float32 and bfloat16; int32 would lose precision.
+    ("gpu_kernel", np.arange(1 << 25, (1 << 25) + 2048, dtype=np.int32).reshape(2, 1024), 3),
+    ("peak_reduction", np.arange(8, dtype=np.int32), 3),
+    # The one-pass kernel loads stored bytes: no 4-bit types.
+    ("one_pass", np.arange(16, dtype=np.int8).astype(jnp.int4), 2),
+    # The TPU DMA kernel reads 16- and 32-bit elements: float8 types whose key merges zeros or NaNs are left.
+    ("tpu_kernel", np.arange(8, dtype=np.float32).astype(jnp.float8_e4m3fn), 2),
+  ],
+)
+def test_a_forced_strategy_outside_the_cases_it_handles_is_refused(name: str, x: np.ndarray, k: int) -> None:
+  """The refusal names the strategy, the case and what it handles, never a wrong answer or a bare assertion."""
+  strategy = dispatch.BY_NAME[name]
+  assert not strategy.handles(Case.of(jnp.asarray(x), k, True))
+  with platform.choosing(top_k=name, interpret=True), pytest.raises(ValueError, match=f"{name!r} does not handle"):
+    dml.top_k(x, k)
+
+
+def test_every_table_handles_every_case_in_its_last_row() -> None:
+  """The dispatch never runs a strategy outside what it declares: the rows' conditions include ``handles``, and
+  every table ends in a row that handles every type (every float8, 4-bit and 64-bit type included)."""
+  narrow = ("float8", "float4", "int4", "uint4")
+  dtypes_ = [np.dtype(getattr(jnp, name)) for name in dir(jnp) if name.startswith(narrow)]
+  dtypes_ += [np.dtype(t) for t in (np.float16, jnp.bfloat16, np.float32, np.float64, np.int8, np.uint32, np.int64)]
+  for table in dispatch.TABLES.values():
+    for dtype in dtypes_:
+      for shape, k in (((4, 8), 3), ((2, 5000), 40), ((3, 1024), 1)):
+        case = Case(dtype, shape, k, True)
+        assert table[-1].handles(case)
+        chosen = dispatch._first(table, case)
+        assert chosen.handles(case), (chosen.name, case)
