@@ -73,7 +73,9 @@ def through_functions(example: dict) -> list[np.ndarray]:
     return [np.asarray(values), np.asarray(indices)]
   if op == "ARGMIN":
     # The functional path drops the reduced axes by default (as jnp.argmin); keepdims=True keeps DirectML's layout.
-    found = dml.argmin(ins["input_tensor"], params["axes"], direction=params["axis_direction"].lower(), keepdims=True)
+    # DirectML's INCREASING returns the first extreme on ties, DECREASING the last: ties="first" or "last".
+    ties = "last" if params["axis_direction"] == "DECREASING" else "first"
+    found = dml.argmin(ins["input_tensor"], params["axes"], ties=ties, keepdims=True)
     return [np.asarray(found)]
   if op == "GATHER_ND1":
     # The functional path takes the meaningful dimensions only (TF/ONNX layout).

@@ -42,7 +42,7 @@ CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...]]] = [
   ("top_k", lambda x: dml.top_k(x, 3, axis=0), (_ties((5, 4)),)),
   ("top_k_increasing", lambda x: dml.top_k(x, 2, direction="increasing"), (_ties((3, 6)),)),
   ("argmin", lambda x: dml.argmin(x, (0, 2)), (_ties((3, 4, 2)),)),
-  ("argmax_decreasing", lambda x: dml.argmax(x, 1, direction="decreasing"), (_ties((3, 5)),)),
+  ("argmax_decreasing", lambda x: dml.argmax(x, 1, ties="last"), (_ties((3, 5)),)),
   *[(f"reduce_{f.name}", lambda x, f=f: dml.reduce(x, f, (0,)), (_ties((4, 3)) + 4.0,)) for f in dml.ReduceFunction],
   ("gather_nd", lambda x, i: dml.gather_nd(x, i), (_ties((4, 3, 2)), _indices((5, 2), -5, 5))),
   ("gather_nd_batch", lambda x, i: dml.gather_nd(x, i, batch_dims=1), (_ties((3, 4, 2)), _indices((3, 2, 1), -5, 5))),
@@ -180,7 +180,7 @@ def test_grad_of_vmapped_top_k_matches_loop() -> None:
   x = _ties((4, 9)) + np.arange(9, dtype=np.float32) / 16
 
   def loss(row: jax.Array) -> jax.Array:
-    values, _ = dml.top_k(row, 3, direction="increasing")
+    values, _ = dml.top_k(row, 3, ties="first")
     return jnp.sum(values * jnp.array([1.0, 2.0, 3.0], jnp.float32))
 
   _assert_same(jax.vmap(jax.grad(loss))(x), _loop(jax.grad(loss), [x], (0,), 4))
