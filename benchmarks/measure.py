@@ -18,7 +18,7 @@ import numpy as np
 from benchmarks import adapters_onnx, adapters_torch, bandwidth
 from benchmarks.adapters_jax import add_jax_fwd_bwd, jax_contender, value
 from benchmarks.timing import Contender, Progress, error_text, time_interleaved
-from benchmarks.workloads import Workload
+from benchmarks.workload import Workload
 
 NATIVE = ("jax", "jax-approx")
 FAMILIES = ("jax", "jax-approx", "baseline", "torch", "onnxruntime", "dmljax-eager")

@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import adapters_onnx, adapters_torch, run
 from benchmarks.adapters_jax import value
-from benchmarks.workloads import Workload, all_workloads, normal
+from benchmarks.workload import Workload, normal
+from benchmarks.workloads import all_workloads
 
 _STATS = {"median_s", "q1_s", "q3_s", "min_s", "max_s", "runs", "calls_per_run", "samples_s", "family"}
 _HAS_TORCH = importlib.util.find_spec("torch") is not None
