@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
@@ -162,8 +161,9 @@ def _branch_abstract_eval(x: Any, *, traced: core.ClosedJaxpr, **_: Any) -> Any:
 
 
 @_branch_p.def_impl
-def _branch_impl(x: jax.Array, **params: Any) -> Any:
-  return jax.jit(functools.partial(_branch_p.bind, **params))(x)
+def _branch_impl(x: jax.Array, *, traced: core.ClosedJaxpr, **_: Any) -> Any:
+  """Eagerly (outside ``jit``, or under ``jax.disable_jit``): the branch of the default backend, as traced."""
+  return core.jaxpr_as_fun(traced)(x)
 
 
 def _lowering(which: str) -> Callable[..., Any]:
