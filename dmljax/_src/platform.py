@@ -111,7 +111,9 @@ def branch(
 def _home() -> Branch | None:
   """The branch of the default backend, traced when :func:`branch` is called (``None``: trace every branch)."""
   backend = jax.default_backend()
-  return backend if backend in ("cpu", "tpu") else None
+  if backend == "cpu":
+    return "cpu"
+  return "tpu" if backend == "tpu" else None  # GPUs: CUDA or ROCm, told apart at lowering only
 
 
 @contextlib.contextmanager
