@@ -297,9 +297,9 @@ def test_top_k_under_set_mesh_with_explicit_axes() -> None:
   set_mesh = getattr(jax, "set_mesh", None) or jax.sharding.use_mesh  # jax.set_mesh from 0.7.1
   with set_mesh(mesh):
     x = jax.device_put(X, P("b", "x"))
-    values, indices = jax.jit(lambda x: dml.top_k(x, 6, axis=1, ties="first"))(x)
+    values, indices = jax.jit(lambda x: dml.top_k(x, 6, axis=1, direction="increasing"))(x)
     vmapped = jax.jit(jax.vmap(lambda row: dml.top_k(row, 6, axis=0)))(x)
-  want = dml.top_k(X, 6, axis=1, ties="first")
+  want = dml.top_k(X, 6, axis=1, direction="increasing")
   _assert_same((values, indices), want)
   assert values.sharding.spec[0] == "b"
   _assert_same(vmapped, dml.top_k(X, 6, axis=1))

@@ -180,7 +180,7 @@ def test_grad_of_vmapped_top_k_matches_loop() -> None:
   x = _ties((4, 9)) + np.arange(9, dtype=np.float32) / 16
 
   def loss(row: jax.Array) -> jax.Array:
-    values, _ = dml.top_k(row, 3, ties="first")
+    values, _ = dml.top_k(row, 3, direction="increasing")
     return jnp.sum(values * jnp.array([1.0, 2.0, 3.0], jnp.float32))
 
   _assert_same(jax.vmap(jax.grad(loss))(x), _loop(jax.grad(loss), [x], (0,), 4))

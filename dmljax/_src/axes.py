@@ -22,8 +22,9 @@ class AxisDirection(enum.IntEnum):
 
   For TOP_K1, INCREASING selects the smallest elements and DECREASING the
   largest; for ARGMIN/ARGMAX, INCREASING returns the first extreme element and
-  DECREASING the last. The functional path also takes ``"increasing"`` and
-  ``"decreasing"``.
+  DECREASING the last. The functional ``top_k`` also takes ``"increasing"`` and
+  ``"decreasing"``; the functional ``argmin``/``argmax`` name the tie rule
+  ``ties="first"`` (INCREASING) or ``ties="last"`` (DECREASING).
 
   Example:
     >>> import dmljax as dml, jax.numpy as jnp
