@@ -50,7 +50,7 @@ def measure(only: str | None, rounds: int, against: Path, quick: bool = False) -
   return rows
 
 
-def markdown(rows: Sequence[dict[str, Any]], rounds: int) -> str:
+def markdown(rows: Sequence[dict[str, Any]], rounds: int, note: str = "") -> str:
   def ms(s: float) -> str:
     return f"{s * 1e3:.1f}"
 
@@ -61,7 +61,7 @@ def markdown(rows: Sequence[dict[str, Any]], rounds: int) -> str:
     f"Medians of {rounds} interleaved rounds, each sample as for a new static parameter "
     "(`benchmarks/compile_time.py`), milliseconds; "
     "trace / lower / compile are `jax.jit(f).trace(...)`, `.lower()` and `.compile()`. Native: the form target 1 "
-    "compares with.",
+    "compares with." + (f" {note}" if note else ""),
     "",
     f"Target 5, dmljax within {compile_time.TARGET:g}× of native: {held}/{len(rows)}.",
     "",
@@ -85,10 +85,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--against", type=Path, default=RESULTS / "cpu.json", help="run-time report naming the forms")
   parser.add_argument("--out", type=Path, default=None, help="markdown file (default results/<device>-compile.md)")
   parser.add_argument("--quick", action="store_true", help="the benchmark's tiny sizes")
+  parser.add_argument("--note", default="", help="conditions of the run, printed under the title")
   args = parser.parse_args(argv)
   rows = measure(args.only, args.rounds, args.against, args.quick)
   out = args.out or RESULTS / f"{jax.default_backend()}-compile.md"
-  out.write_text(markdown(rows, args.rounds))
+  out.write_text(markdown(rows, args.rounds, args.note))
   print(f"wrote {out}")
   return 0
 
