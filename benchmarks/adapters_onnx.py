@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.timing import Contender, on_gpu
-from benchmarks.workloads import OnnxNode
+from benchmarks.workload import OnnxNode
 
 _SPIN = "session.intra_op.allow_spinning"
 

@@ -15,10 +15,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks import adapters_onnx, adapters_torch, bandwidth
+from benchmarks import adapters_onnx, adapters_torch, bandwidth, compile_time
 from benchmarks.adapters_jax import add_jax_fwd_bwd, jax_contender, value
 from benchmarks.timing import Contender, Progress, error_text, time_interleaved
-from benchmarks.workloads import Workload
+from benchmarks.workload import Workload
 
 NATIVE = ("jax", "jax-approx")
 FAMILIES = ("jax", "jax-approx", "baseline", "torch", "onnxruntime", "dmljax-eager")
@@ -148,6 +148,14 @@ def run_workload(w: Workload, args: argparse.Namespace, progress: Progress, seed
     "failed_families": sorted(set(failed.values())),
   }
   result["ratios"] = ratios(result)
+  if args.compile_rounds and mine is not None:
+    native = {name: fn for name, fn in w.jax.items() if name in result["forward"]}
+    progress.show(f"{w.name}: trace + compile")
+    result["trace_compile"] = compile_time.measure(
+      {"dmljax": w.dmljax, **native},
+      [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in np_inputs[0]],
+      args.compile_rounds,
+    )
   return result
 
 

@@ -51,7 +51,7 @@ def direct(logits: jax.Array, table: jax.Array) -> tuple[jax.Array, jax.Array, j
   gates = jnp.exp(top - lse)
   picked = dml.gather_nd(table, jnp.expand_dims(indices, -1), batch_dims=0)
   mixed = dml.reduce(gates[..., None] * picked, dml.ReduceFunction.SUM, (1,), keepdims=False, index_dtype=jnp.int32)
-  first = dml.argmax(logits, -1, direction="increasing", keepdims=False, index_dtype=index)
+  first = dml.argmax(logits, -1, ties="first", keepdims=False, index_dtype=index)
   on_off = jnp.array([0.0, 1.0], jnp.float32)
   dispatch = dml.one_hot(first, table.shape[0], axis=1, on_value=on_off[1], off_value=on_off[0])
   load = dml.reduce(dispatch, dml.ReduceFunction.SUM, (0,), keepdims=False, index_dtype=jnp.int32)
@@ -139,7 +139,7 @@ def four_node_direct(x: jax.Array) -> tuple[jax.Array]:
   """The 4-node graph as dmljax calls, with the options the backend passes."""
   index = jnp.int64 if jax.config.read("jax_enable_x64") else jnp.int32
   mean = dml.reduce(x, dml.ReduceFunction.AVERAGE, (-1,), keepdims=False, index_dtype=jnp.int32)
-  choice = dml.argmax(mean, -1, direction="increasing", keepdims=False, index_dtype=index)
+  choice = dml.argmax(mean, -1, ties="first", keepdims=False, index_dtype=index)
   on_off = jnp.array([0.0, 1.0], jnp.float32)
   hot = dml.one_hot(choice, x.shape[1], axis=-1, on_value=on_off[1], off_value=on_off[0], dtype=jnp.float32)
   return (dml.reduce(hot, dml.ReduceFunction.SUM, (0,), keepdims=False, index_dtype=jnp.int32),)

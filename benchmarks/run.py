@@ -64,12 +64,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   parser.add_argument("--no-onnx", action="store_true")
   parser.add_argument("--no-eager", action="store_true", help="skip the eager (un-jitted) dmljax contender")
   parser.add_argument("--no-chart", action="store_true")
+  parser.add_argument(
+    "--compile-rounds",
+    type=int,
+    default=None,
+    help="trace+compile samples per contender, each as for a new static parameter (default 5; 0: none)",
+  )
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--label", default=None, help="suffix of the result files' names: <device>-<label>.json …")
   parser.add_argument("--quiet", action="store_true")
   args = parser.parse_args(argv)
   args.repeats = args.repeats or (10 if args.quick else 21)
   args.warmup = args.warmup or (2 if args.quick else 3)
+  args.compile_rounds = args.compile_rounds if args.compile_rounds is not None else (2 if args.quick else 5)
   args.min_sample = args.min_sample if args.min_sample is not None else (0.0 if args.quick else 0.02)
   if args.repeats < 10:
     parser.error("--repeats must be at least 10")
@@ -80,6 +87,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
   return {
     "quick": args.quick,
     "repeats": args.repeats,
+    "compile_rounds": args.compile_rounds,
     "warmup": args.warmup,
     "pool": args.pool,
     "min_sample_s": args.min_sample,

@@ -1,4 +1,4 @@
-"""The gather_nd and one_hot workloads of the benchmark (see :mod:`benchmarks.workloads` for the fields)."""
+"""The gather_nd and one_hot workloads of the benchmark (see :mod:`benchmarks.workload` for the fields)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import dmljax as dml
-from benchmarks.workloads import FILL_MODE, ONE_HOT_NEGATIVE, OnnxNode, Workload, normal, torch_mod
+from benchmarks.workload import FILL_MODE, ONE_HOT_NEGATIVE, OnnxNode, Workload, normal, torch_mod
 
 
 def gather_one_hot_workloads(quick: bool) -> list[Workload]:

@@ -24,7 +24,7 @@ import numpy as np
 from jax import lax
 
 import dmljax as dml
-from benchmarks.workloads import FLOAT_TOP_K, Fn, OnnxNode, Workload, normal, torch_mod
+from benchmarks.workload import FLOAT_TOP_K, Fn, OnnxNode, Workload, normal, torch_mod
 
 # (batch, vocabulary, k), a sample that keeps the full run within about 8 minutes on 2 cores; the quick
 # run's sizes follow.

@@ -1,19 +1,26 @@
-"""Quick start: every worked example of DirectML's five operator pages, through both dmljax paths.
+"""Quick start: DirectML's worked examples of its five operator pages through both dmljax paths, then a model.
 
 Each example is run once through ``dml.execute`` with the descriptor spelled as
 on the DirectML page, and once through the functional API with its defaults, and
 printed beside the page's expected output. The functional path returns int32
 indices by default (as ``jax.lax.top_k`` and ``jnp.argmax``), where the page's
 descriptors ask for UINT32: those are compared by value, and
-``index_dtype=np.uint32`` would give the page's type. Run from a checkout:
+``index_dtype=np.uint32`` would give the page's type. Then :func:`in_a_model` shows
+the functional path where a JAX model uses it: a jitted top-k sampling step, and
+k-nearest-neighbour classification (the smallest distances with
+``direction="increasing"``, the neighbours' labels with ``gather_nd``, the vote with
+``one_hot`` and ``argmax``), each checked against NumPy. Run from a checkout:
 ``python examples/quickstart.py``.
 """
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import sys
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 import dmljax as dml
@@ -73,7 +80,9 @@ def through_functions(example: dict) -> list[np.ndarray]:
     return [np.asarray(values), np.asarray(indices)]
   if op == "ARGMIN":
     # The functional path drops the reduced axes by default (as jnp.argmin); keepdims=True keeps DirectML's layout.
-    found = dml.argmin(ins["input_tensor"], params["axes"], direction=params["axis_direction"].lower(), keepdims=True)
+    # DirectML's INCREASING returns the first extreme on ties, DECREASING the last: ties="first" or "last".
+    ties = "last" if params["axis_direction"] == "DECREASING" else "first"
+    found = dml.argmin(ins["input_tensor"], params["axes"], ties=ties, keepdims=True)
     return [np.asarray(found)]
   if op == "GATHER_ND1":
     # The functional path takes the meaningful dimensions only (TF/ONNX layout).
@@ -100,6 +109,49 @@ def same_output(got: np.ndarray, expected: np.ndarray, functional: bool) -> bool
   return same_type and got.shape == expected.shape and np.array_equal(got, expected)
 
 
+@functools.partial(jax.jit, static_argnames="k")
+def sample_top_k(key: jax.Array, logits: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+  """One decoding step: a token drawn from the ``k`` most likely of every row, and those ``k`` candidates."""
+  values, candidates = dml.top_k(logits, k)  # sorted, ties to the lower token id
+  choice = jax.random.categorical(key, values)
+  return jnp.take_along_axis(candidates, choice[:, None], axis=-1)[:, 0], candidates
+
+
+def knn_classify(points: jax.Array, labels: jax.Array, queries: jax.Array, k: int, classes: int) -> jax.Array:
+  """The majority label of every query's ``k`` nearest points (the lowest label on a tie)."""
+  d2 = ((queries[:, None, :] - points[None, :, :]) ** 2).sum(-1)
+  _, nearest = dml.top_k(d2, k, direction="increasing")  # the k smallest distances, ties to the lower index
+  votes = dml.gather_nd(labels, nearest[..., None])  # row ids need a trailing index-tuple axis
+  return dml.argmax(dml.one_hot(votes, classes).sum(1), 1)  # ties="first": the lowest label
+
+
+def in_a_model() -> bool:
+  """dmljax inside model code: a sampling step and a kNN classifier, each checked against NumPy."""
+  logits = jax.random.normal(jax.random.key(0), (3, 1000))
+  tokens, candidates = sample_top_k(jax.random.key(1), logits, 5)
+  best = np.argsort(-np.asarray(logits), axis=1, kind="stable")[:, :5]
+  sampled = np.array_equal(candidates, best) and all(
+    t in c for t, c in zip(tokens.tolist(), best.tolist(), strict=True)
+  )
+  print(f"== top-k sampling: tokens {tokens.tolist()}, each among its row's 5 most likely {best.tolist()}")
+
+  rng = np.random.default_rng(0)
+  points = np.concatenate([rng.normal(-2, 1, (40, 2)), rng.normal(2, 1, (40, 2))]).astype(np.float32)
+  labels = np.repeat(np.arange(2, dtype=np.int32), 40)
+  queries = rng.normal(0, 2, (10, 2)).astype(np.float32)
+  predicted = np.asarray(knn_classify(jnp.asarray(points), jnp.asarray(labels), jnp.asarray(queries), 5, 2))
+  d2 = ((queries[:, None, :] - points[None, :, :]) ** 2).sum(-1)
+  nearest = np.argsort(d2, axis=1, kind="stable")[:, :5]
+  expected = np.array([np.bincount(labels[n], minlength=2).argmax() for n in nearest])
+  classified = np.array_equal(predicted, expected)
+  print(f"== kNN (k=5): {predicted.tolist()} for 10 queries, NumPy says {expected.tolist()}")
+  print(
+    f"in a model: sampling {'matches' if sampled else 'DIFFERS FROM'} NumPy, kNN "
+    f"{'matches' if classified else 'DIFFERS FROM'} NumPy"
+  )
+  return sampled and classified
+
+
 def main() -> int:
   mismatches = 0
   for example in SEED_EXAMPLES:
@@ -116,7 +168,8 @@ def main() -> int:
     f"{2 * len(SEED_EXAMPLES)} runs match DirectML's pages (values, shapes and types; the functional path's indices "
     "are int32, its default)"
   )
-  return 1 if mismatches else 0
+  in_model = in_a_model()
+  return 1 if mismatches or not in_model else 0
 
 
 if __name__ == "__main__":

@@ -35,6 +35,12 @@ NUMPY_DML = {dtype: name for name, dtype in DML_NUMPY.items()}
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 
 
+def ties(direction: Any) -> str:
+  """The functional path's ``ties`` for DirectML's ARGMIN/ARGMAX ``axis_direction`` (a name or a member)."""
+  decreasing = direction == dml.AxisDirection.DECREASING or str(direction).lower() == "decreasing"
+  return "last" if decreasing else "first"
+
+
 def load_example(name: str) -> types.ModuleType:
   """``examples/<name>.py`` as a module (examples/ is no package)."""
   spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")

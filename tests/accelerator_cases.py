@@ -163,7 +163,7 @@ OPS = (
     "argmin 64x128x256 axes (1,2) DECREASING",
     "argmin",
     (((64, 128, 256), "float32"),),
-    lambda x: dml.argmin(x, (1, 2), direction="decreasing"),
+    lambda x: dml.argmin(x, (1, 2), ties="last"),
     _argmin_flip,
   ),
   Op(

@@ -85,10 +85,10 @@ CASES = [
   # The batch split within each process, the sequence across the two.
   Case("top_k_batch_and_sequence", lambda x: dml.top_k(x, K), (X,), (P("x", "p"),)),
   Case("argmin", lambda x: dml.argmin(x, 1), (X,), (ACROSS,)),
-  Case("argmax_last", lambda x: dml.argmax(x, 1, direction="decreasing"), (X,), (ACROSS,)),
+  Case("argmax_last", lambda x: dml.argmax(x, 1, ties="last"), (X,), (ACROSS,)),
   Case(
     "arg_several_axes",
-    lambda x: (dml.argmin(x, (1, 2)), dml.argmax(x, (1, 2), direction="decreasing"), dml.argmax(x, (0, 2))),
+    lambda x: (dml.argmin(x, (1, 2)), dml.argmax(x, (1, 2), ties="last"), dml.argmax(x, (0, 2))),
     (X3,),
     (P(None, "p", "x"),),
   ),

@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import adapters_onnx, adapters_torch, run
 from benchmarks.adapters_jax import value
-from benchmarks.workloads import Workload, all_workloads, normal
+from benchmarks.workload import Workload, normal
+from benchmarks.workloads import all_workloads
 
 _STATS = {"median_s", "q1_s", "q3_s", "min_s", "max_s", "runs", "calls_per_run", "samples_s", "family"}
 _HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -70,6 +71,12 @@ def test_every_contender_runs_forward_and_backward(report: tuple[dict, Path]) ->
       ratio = w["ratios"][phase]["jax"]
       assert ratio["ratio"] > 0 and 0 < ratio["paired_q1"] <= ratio["paired_ratio"] <= ratio["paired_q3"]
     assert w["contenders"]["dmljax"]["compile_s"] > 0
+    # Trace + compile from empty caches, for dmljax and every native form, with target 5 scored on them.
+    times = w["trace_compile"]
+    assert "dmljax" in times and set(times) > {"dmljax"}
+    assert all(len(t["samples_s"]) == data["settings"]["compile_rounds"] and t["median_s"] > 0 for t in times.values())
+  compile_target = data["summary"]["target5_trace_compile_within_2"]
+  assert compile_target["of"] == len(data["workloads"]) and all(r["ratio"] > 0 for r in compile_target["rows"])
 
 
 def test_native_forms_are_labelled_by_what_they_compute(report: tuple[dict, Path]) -> None:

@@ -33,6 +33,7 @@ from _helpers import (
   assert_bitwise_equal,
   desc_of,
   one_hot_dml_layout,
+  ties,
   x64,
 )
 
@@ -242,7 +243,7 @@ def test_arg_min_max(dtype):
       x = _data(rng, shape, dtype, data_kind)
       want = reference.ref_arg_reduce(x, axes, kind, direction).astype(index_dtype)
       msg = f"arg{kind} {dtype.name}{shape} axes={axes} {direction} {data_kind}"
-      got = functional(_as_jax(x), given_axes, direction=direction, keepdims=keepdims, index_dtype=index_dtype)
+      got = functional(_as_jax(x), given_axes, ties=ties(direction), keepdims=keepdims, index_dtype=index_dtype)
       assert_bitwise_equal(got, want if keepdims else want.squeeze(axes), msg)
       if use_descriptor:
         desc_type = dml.ArgMinDesc if kind == "min" else dml.ArgMaxDesc
@@ -263,9 +264,11 @@ def test_arg_min_max_all_axes_default():
   for kind, functional in (("min", dml.argmin), ("max", dml.argmax)):
     for direction in DIRECTIONS:
       want = reference.ref_arg_reduce(x, (0, 1, 2), kind, direction)
-      got = functional(x, direction=direction, keepdims=True, index_dtype=np.uint32)
+      got = functional(x, ties=ties(direction), keepdims=True, index_dtype=np.uint32)
       assert_bitwise_equal(got, want.astype(np.uint32), f"{kind} {direction}")
-      assert_bitwise_equal(functional(x, direction=direction), want.reshape(()).astype(np.int32), f"{kind} {direction}")
+      assert_bitwise_equal(
+        functional(x, ties=ties(direction)), want.reshape(()).astype(np.int32), f"{kind} {direction}"
+      )
 
 
 # --------------------------------------------------------------------------- #
@@ -641,7 +644,7 @@ def test_narrow_value_types(dtype):
     assert_bitwise_equal(indices, want_indices.astype(np.uint32), f"top_k {direction}")
     for kind, functional in (("min", dml.argmin), ("max", dml.argmax)):
       want = reference.ref_arg_reduce(wide, (1,), kind, direction).astype(np.uint32)
-      got = functional(x, 1, direction=direction, keepdims=True, index_dtype=np.uint32)
+      got = functional(x, 1, ties=ties(direction), keepdims=True, index_dtype=np.uint32)
       assert_bitwise_equal(got, want, f"arg{kind} {direction}")
   for function in ("max", "min"):
     want = reference.ref_reduce(wide, function, (0,))

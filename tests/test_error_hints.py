@@ -242,3 +242,74 @@ def test_every_independent_problem_is_reported() -> None:
   assert [p.split("; got ")[1] for p in error.problems] == ["x.dtype=complex64", "axis=5"]
   error = _error(lambda: dml.gather_nd(jnp.ones((2, 3)), jnp.ones((2, 1), jnp.float32), batch_dims=5))
   assert [p.split("; got ")[1] for p in error.problems] == ["indices.dtype=float32", "batch_dims=5"]
+
+
+# ---------------------------------------------------------------------------- a JAX user's first hour (issue 24)
+def test_row_ids_without_the_tuple_axis_get_the_trailing_axis_hint() -> None:
+  # kNN: (100, 10) neighbour ids into (N,) labels, where gather_nd wants (100, 10, 1).
+  labels, neighbours = jnp.arange(50, dtype=jnp.int32), jnp.zeros((100, 10), jnp.int32)
+  message = str(_error(lambda: dml.gather_nd(labels, neighbours)))
+  assert message == (
+    "gather_nd: indices.shape[-1] (the index tuple length) must be in [1, 1] (rank of x minus batch_dims). The "
+    "last axis of indices is the index tuple, so these are index tuples of length 10; if indices holds row ids of "
+    "x (as x[ids] or jnp.take(x, ids, axis=0)), add a tuple axis of length 1: indices[..., None]; "
+    "got indices.shape=(100, 10)"
+  )
+  # The advice works, and a valid tuple length gets no hint.
+  assert dml.gather_nd(labels, neighbours[..., None]).shape == (100, 10)
+  assert "indices[..., None]" not in str(_error(lambda: dml.gather_nd(jnp.ones((5, 3)), jnp.ones((2, 2)))))
+
+
+@pytest.mark.parametrize(
+  ("name", "advice"),
+  [
+    ("softmax", "use jax.nn.softmax, whose normalizer is dml.reduce(x, 'log_sum_exp', axis)"),
+    ("log_softmax", "use jax.nn.log_softmax"),
+    ("median", "DirectML has no median reduction; use jnp.median"),
+    ("cumsum", "use jnp.cumsum"),
+  ],
+)
+def test_names_that_are_not_reductions_get_what_computes_them(name: str, advice: str) -> None:
+  message = str(_error(lambda: dml.reduce(_X, name, 1)))
+  assert f"({name!r} is not one of them: " in message and advice in message
+  assert "did you mean" not in message  # "softmax" is not a misspelt "max"
+  assert message.endswith(f"; got function={name!r}")
+
+
+def test_a_misspelt_reduction_still_gets_its_look_alike() -> None:
+  assert "(did you mean 'max'?); got function='maxx'" in str(_error(lambda: dml.reduce(_X, "maxx", 1)))
+  assert "did you mean" not in str(_error(lambda: dml.reduce(_X, "quantile", 1)))
+
+
+def test_traced_k_says_each_k_compiles_anew_and_names_the_alternatives() -> None:
+  message = str(_error(lambda: jax.jit(lambda k: dml.top_k(_X, k))(2)))
+  assert "Each new k traces and compiles the program anew" in message
+  assert "values, indices = dml.top_k(x, k_max); keep = jnp.arange(k_max) < k" in message
+  assert "dmljax.sampling.top_k_mask(logits, k), which takes k as an array" in message
+  # The fixed-maximum recipe it names gives the top k for a k traced at run time.
+  values, _ = jax.jit(lambda x, k: (dml.top_k(x, 3)[0], jnp.arange(3) < k))(_X, 2)
+  assert values.tolist() == [[3.0, 2.0, 1.0], [7.0, 6.0, 5.0], [11.0, 10.0, 9.0]]
+
+
+_TIES = jnp.array([[2.0, 5.0, 5.0, 1.0, 1.0]])
+
+
+def test_argmin_argmax_name_the_tie_rule_ties() -> None:
+  assert dml.argmax(_TIES, 1).tolist() == [1] and dml.argmax(_TIES, 1, ties="last").tolist() == [2]
+  assert dml.argmin(_TIES, 1, ties="first").tolist() == [3] and dml.argmin(_TIES, 1, ties="last").tolist() == [4]
+  message = str(_error(lambda: dml.argmax(_TIES, 1, ties="middle")))
+  assert message == (
+    "argmax: ties must be 'first' or 'last' (which index an extreme that occurs twice gives); got ties='middle'"
+  )
+
+
+@pytest.mark.parametrize(("direction", "ties"), [("increasing", "first"), ("decreasing", "last")])
+def test_direction_still_works_with_a_deprecation_warning(direction: str, ties: str) -> None:
+  with pytest.deprecated_call(match="use ties='first' for direction='increasing' or ties='last'"):
+    got = dml.argmax(_TIES, 1, direction=direction)
+  assert got.tolist() == dml.argmax(_TIES, 1, ties=ties).tolist()
+  with pytest.deprecated_call(), pytest.raises(dml.DescriptorError, match="ties and the deprecated direction"):
+    dml.argmin(_TIES, 1, ties="last", direction="increasing")
+  # The descriptor path keeps DirectML's axis_direction, without a warning.
+  desc = dml.ArgMaxDesc.from_inputs(dml.TensorDesc(np.float32, (1, 5)), axes=(1,), axis_direction=direction)
+  assert dml.execute(desc, np.asarray(_TIES)).tolist() == [[1 if ties == "first" else 2]]

@@ -102,3 +102,11 @@ def test_examples_skip_only_the_picture_without_matplotlib(name, tmp_path, monke
     drawn = example.plot([1.0], path)
   assert drawn is False
   assert not path.exists()
+
+
+def test_quickstart_shows_directml_s_examples_and_a_model(capsys):
+  quickstart = load("quickstart")
+  assert quickstart.main() == 0
+  shown = capsys.readouterr().out
+  assert "32 of 32 runs match DirectML's pages" in shown
+  assert "in a model: sampling matches NumPy, kNN matches NumPy" in shown

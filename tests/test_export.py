@@ -45,7 +45,7 @@ CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...]]] = [
   ),
   ("top_k_int8", lambda x: dml.top_k(x, 2, index_dtype=jnp.int32), (_values((3, 5), np.int8),)),
   ("top_k_uint32", lambda x: dml.top_k(x, 5), (_values((2, 7), np.int64).astype(np.uint32),)),
-  ("argmin", lambda x: dml.argmin(x, (0, 2), direction="decreasing"), (_values((3, 4, 2), np.float32),)),
+  ("argmin", lambda x: dml.argmin(x, (0, 2), ties="last"), (_values((3, 4, 2), np.float32),)),
   ("argmax_f16", lambda x: dml.argmax(x, 1), (_values((3, 5), np.float16),)),
   *[
     (f"reduce_{f.name}", lambda x, f=f: dml.reduce(x, f, 1), (_values((3, 4), np.float32) + 5,))

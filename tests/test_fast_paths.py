@@ -14,6 +14,7 @@ import jax.test_util
 import ml_dtypes
 import numpy as np
 import pytest
+from _helpers import ties
 from reference import ref_arg_reduce, ref_reduce, ref_top_k
 
 import dmljax as dml
@@ -113,7 +114,7 @@ def test_arg_reduce_fast_paths_match_reference(find_max: bool, direction: str) -
     (np.uint32, (8, 33, 2), (1,)),
   ):
     x = _tied(rng, shape, np.dtype(dtype), pool=3)
-    got = op(jnp.asarray(x), axes, direction=direction, keepdims=True, index_dtype=jnp.int32)
+    got = op(jnp.asarray(x), axes, ties=ties(direction), keepdims=True, index_dtype=jnp.int32)
     want = ref_arg_reduce(x, axes, "max" if find_max else "min", direction)
     np.testing.assert_array_equal(np.asarray(got), want, err_msg=f"{np.dtype(dtype).name} {shape} {axes}")
 

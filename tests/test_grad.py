@@ -270,7 +270,7 @@ def _index_outputs(v: jax.Array) -> tuple[jax.Array, ...]:
   return (
     dml.top_k(v, 2, axis=1)[1],
     dml.argmin(v, (0, 2)),
-    dml.argmax(v, 1, direction="decreasing", index_dtype=jnp.int32),
+    dml.argmax(v, 1, ties="last", index_dtype=jnp.int32),
     dml.reduce(v, F.ARGMAX, (0, 1)),
     dml.reduce(v, "argmin", 2, keepdims=False),
     dml.execute(arg_desc, v),

@@ -46,7 +46,7 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[np.ndarray, ...], Any]] = {
     (X,),
     top_k._top_k,
   ),
-  "argmin": (lambda x: dml.argmin(x, (0, 2), direction="decreasing"), (X,), arg_reduce.arg_extreme),
+  "argmin": (lambda x: dml.argmin(x, (0, 2), ties="last"), (X,), arg_reduce.arg_extreme),
   "argmax": (lambda x: dml.argmax(x, 1, keepdims=False), (X,), arg_reduce.arg_extreme),
   "ARGMIN": (
     lambda x: dml.execute(dml.ArgMinDesc(T("FLOAT32", 3, 4, 5), T("INT32", 3, 1, 1), (2, 1), 0), x),

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import jax.test_util
 import numpy as np
 import pytest
-from _helpers import spy_on
+from _helpers import spy_on, ties
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from reference import ref_arg_reduce, ref_gather_nd, ref_one_hot, ref_reduce, ref_top_k
@@ -138,7 +138,7 @@ def _arg_row(id: str, shape: tuple[int, ...], axes: tuple[int, ...], branch: pla
   return Path(
     id=id,
     make=lambda rng: (make(rng, shape),),
-    call=lambda x: op(x, axes, direction=direction, keepdims=True, index_dtype=I32),
+    call=lambda x: op(x, axes, ties=ties(direction), keepdims=True, index_dtype=I32),
     expect=lambda x: ref_arg_reduce(x, axes, "max" if find_max else "min", direction).astype(np.int32),
     branch=branch,
     op_axis=axes[-1],

@@ -173,7 +173,7 @@ def _f_top_k(v: dict[str, Any]) -> Any:
 
 
 def _f_argmax(v: dict[str, Any]) -> Any:
-  run = lambda x: dml.argmax(x, v["axis"], direction=v["direction"], index_dtype=v["index_dtype"])  # noqa: E731
+  run = lambda x: dml.argmax(x, v["axis"], ties=v["ties"], index_dtype=v["index_dtype"])  # noqa: E731
   return _eval(run, S(v["shape"], v["dtype"]))
 
 
@@ -207,12 +207,12 @@ FUNCTIONAL_OPERATORS = [
   ),
   Operator(
     "argmax",
-    dict(shape=(3, 4), dtype=np.float32, axis=1, direction="increasing", index_dtype=jnp.int32),
+    dict(shape=(3, 4), dtype=np.float32, axis=1, ties="first", index_dtype=jnp.int32),
     _f_argmax,
     (
       fault("dtype", "got x.dtype=bool", masks=("axis",), dtype=np.bool_),
       fault("axis", "got axis=(0, -2)", axis=(0, -2)),
-      fault("direction", "got direction=2", direction=2),
+      fault("ties", "got ties=2", ties=2),
       fault("index_dtype", "got index_dtype=", index_dtype=np.int8),
     ),
   ),

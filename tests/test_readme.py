@@ -44,3 +44,39 @@ def test_the_error_shown_is_the_error_raised() -> None:
     jax.jit(lambda x, k: dml.top_k(x, k, direction="down"))(jnp.ones(3), 2)
   flat = " ".join(shown.group(1).split())
   assert flat == " ".join(str(error.value).split())
+
+
+def _model_snippets() -> str:
+  section = re.search(r"## Using dmljax in a JAX model\n(.*?)\n## ", README, re.S)
+  assert section is not None
+  blocks = re.findall(r"```python\n(.*?)```", section.group(1), re.S)
+  assert len(blocks) >= 3, "decoding, MoE routing and kNN"
+  return "\n".join(blocks)
+
+
+def test_the_model_snippets_run_and_give_what_they_say() -> None:
+  namespace: dict = {}
+  exec(compile(_model_snippets(), "README.md", "exec"), namespace)
+  if "next_tokens" in namespace:
+    assert namespace["next_tokens"].shape == (4,) and namespace["next_tokens"].dtype == jnp.int32
+  grads, params = namespace["grads"], namespace["params"]
+  assert jax.tree.structure(grads) == jax.tree.structure(params)
+  assert all(bool(jnp.all(jnp.isfinite(g))) and float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(grads))
+  # kNN on its own training points: every point is its own nearest neighbour, and the labels are separable.
+  predicted, labels = namespace["predicted"], namespace["train_labels"][:20]
+  assert predicted.dtype == jnp.int32 and (predicted == labels).mean() >= 0.9
+
+
+def test_the_readme_is_a_guide_first() -> None:
+  lines = README.splitlines()
+  assert len(lines) <= 200
+  # The first screen: what dmljax is, the Quick start, then how to use it in a model.
+  headings = [line for line in lines if line.startswith("## ")]
+  assert headings[:2] == ["## Quick start", "## Using dmljax in a JAX model"]
+  assert 'pip install ".[test]" && python -m pytest -q -n auto --dist loadfile' in README
+  assert "pip install . && python examples/quickstart.py" in README
+  assert "`dml.gather_nd(train_labels, nearest[..., None])`" in README or "nearest[..., None]" in README
+  # Every local link points at a file of the repository.
+  root = pathlib.Path(__file__).resolve().parent.parent
+  for target in re.findall(r"\]\(((?:docs|examples)/[^)#]+)\)", README):
+    assert (root / target).is_file(), target

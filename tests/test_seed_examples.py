@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from _helpers import assert_exactly, one_hot_dml_layout, seed_array, seed_desc, tensor_desc
+from _helpers import assert_exactly, one_hot_dml_layout, seed_array, seed_desc, tensor_desc, ties
 from seed_examples import SEED_EXAMPLES, SEED_EXTRA_EXAMPLES
 
 import dmljax as dml
@@ -113,7 +113,7 @@ def _functional(example: dict) -> object:
     return dml.argmin(
       seed_array(ins["input_tensor"]),
       params["axes"],
-      direction=params["axis_direction"].lower(),
+      ties=ties(params["axis_direction"]),
       keepdims=True,
       index_dtype=seed_array(outs["output_tensor"]).dtype,
     )
@@ -207,7 +207,7 @@ def test_argmax_twin_on_negated_argmin_examples(example):
   desc = dml.ArgMaxDesc(seed_desc(ins["input_tensor"]), seed_desc(outs["output_tensor"]), params["axes"], direction)
   _check(dml.execute(desc, negated), example, "ARGMAX(-x)")
   index_dtype = seed_array(outs["output_tensor"]).dtype
-  got = dml.argmax(negated, params["axes"], direction=direction, keepdims=True, index_dtype=index_dtype)
+  got = dml.argmax(negated, params["axes"], ties=ties(direction), keepdims=True, index_dtype=index_dtype)
   _check(got, example, "argmax(-x)")
 
 

@@ -80,8 +80,8 @@ CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...], tuple[P, ...]
   ("top_k_last_axis", lambda x: dml.top_k(x, 4), (X,), (P("b", None, "x"),), 0),
   ("execute_top_k1_axis", lambda x: dml.execute(TOP_K1, x), (X,), (P("b", "x"),), 0),
   ("argmin_axes", lambda x: dml.argmin(x, (1, 2)), (X,), (P("b", "x"),), 0),
-  ("argmin_axes_both", lambda x: dml.argmin(x, (1, 2), direction="decreasing"), (X,), (P(None, "x", "b"),), None),
-  ("argmax_axes", lambda x: dml.argmax(x, (0, 1), direction="decreasing"), (X,), (P("b", "x"),), None),
+  ("argmin_axes_both", lambda x: dml.argmin(x, (1, 2), ties="last"), (X,), (P(None, "x", "b"),), None),
+  ("argmax_axes", lambda x: dml.argmax(x, (0, 1), ties="last"), (X,), (P("b", "x"),), None),
   ("argmax_batch", lambda x: dml.argmax(x, 2), (X,), (P("b"),), 0),
   *[(f"reduce_{f.name}", lambda x, f=f: dml.reduce(x, f, (1, 2)), (X,), (P("b", "x"),), 0) for f in dml.ReduceFunction],
   ("execute_reduce_argmax", lambda x: dml.execute(REDUCE_DESC, x), (X,), (P("b", "x", None),), 0),
@@ -272,7 +272,7 @@ def test_only_candidates_cross_devices(kind: str) -> None:
     lambda x: dml.top_k(x, 8),
     lambda x: dml.top_k(x, 8, direction="increasing"),
     lambda x: dml.argmin(x, 1),
-    lambda x: dml.argmax(x, 1, direction="decreasing"),
+    lambda x: dml.argmax(x, 1, ties="last"),
   ]
   for fn in fns:
     want = fn(logits)

@@ -42,7 +42,7 @@ CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...]]] = [
   ("top_k", lambda x: dml.top_k(x, 3, axis=0), (_ties((5, 4)),)),
   ("top_k_increasing", lambda x: dml.top_k(x, 2, direction="increasing"), (_ties((3, 6)),)),
   ("argmin", lambda x: dml.argmin(x, (0, 2)), (_ties((3, 4, 2)),)),
-  ("argmax_decreasing", lambda x: dml.argmax(x, 1, direction="decreasing"), (_ties((3, 5)),)),
+  ("argmax_decreasing", lambda x: dml.argmax(x, 1, ties="last"), (_ties((3, 5)),)),
   *[(f"reduce_{f.name}", lambda x, f=f: dml.reduce(x, f, (0,)), (_ties((4, 3)) + 4.0,)) for f in dml.ReduceFunction],
   ("gather_nd", lambda x, i: dml.gather_nd(x, i), (_ties((4, 3, 2)), _indices((5, 2), -5, 5))),
   ("gather_nd_batch", lambda x, i: dml.gather_nd(x, i, batch_dims=1), (_ties((3, 4, 2)), _indices((3, 2, 1), -5, 5))),

@@ -22,7 +22,7 @@ import dataclasses
 import math
 import re
 
-from benchmarks.compiled import hlo, roofline, thunks
+from benchmarks.compiled import cub_sort, hlo, thunks
 
 FREE = frozenset(
   {
@@ -129,7 +129,7 @@ def pallas_name(instruction: hlo.Instruction) -> str:
 
 
 def launch(module: hlo.Module, instruction: hlo.Instruction, blocks: int | None = None) -> Launch:
-  """The launch an HLO instruction makes (a CUB sort's passes modelled by :func:`roofline.cub_radix_sort`)."""
+  """The launch an HLO instruction makes (a CUB sort's passes modelled by :func:`cub_sort.cub_radix_sort`)."""
   name, opcode = instruction.name, instruction.opcode
   read, written = _operand_bytes(module, instruction), instruction.bytes
   if opcode in ("copy", "copy-start"):
@@ -143,7 +143,7 @@ def launch(module: hlo.Module, instruction: hlo.Instruction, blocks: int | None 
       values = sum(module.instructions[o].bytes for o in instruction.operands[1:])
       (dtype, _), *_ = hlo.arrays(keys.shape)
       batch = re.search(r"batch_size = (\d+)", instruction.attributes)
-      model = roofline.cub_radix_sort(keys.bytes, values, hlo.element_bits(dtype), int(batch.group(1)) if batch else 1)
+      model = cub_sort.cub_radix_sort(keys.bytes, values, hlo.element_bits(dtype), int(batch.group(1)) if batch else 1)
       return Launch(name, "cub_sort", target, model.read_bytes, model.write_bytes, model.kernels, model.blocks)
     if target == TRITON:
       return Launch(name, "pallas", pallas_name(instruction) or target, read, written, blocks=blocks)

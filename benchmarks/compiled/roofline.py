@@ -13,7 +13,7 @@
   (``gpu_performance_model_base.h``), the per-kernel cost its fusion decisions use.
 
 Compute time is left out: every operator here moves far more bytes than it does arithmetic per byte.
-CUB radix sorts are modelled by their passes (:func:`cub_radix_sort`). The estimate ignores caches (a
+CUB radix sorts are modelled by their passes (:mod:`benchmarks.compiled.cub_sort`). The estimate ignores caches (a
 launch whose data sits in the 50 MB L2 runs faster), overlap between launches, and the real efficiency
 of each kernel; it is a way to compare programs compiled for the same GPU, not a measurement. Collectives of a
 program sharded over several GPUs are priced like any launch, at HBM bandwidth: the interconnect is not modelled.
@@ -23,48 +23,17 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import math
 import pkgutil
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from benchmarks.compiled.launches import Launch
+
 if TYPE_CHECKING:
   from benchmarks.compiled.devices import GpuSpec
-  from benchmarks.compiled.launches import Launch
 
 LAUNCH_LATENCY_S = 1e-6
 TRANSACTION_BYTES_PER_CLOCK = 32
-# CUB's digit widths: DeviceSegmentedRadixSort (XLA's batched sort) takes 6-bit digits for keys wider than
-# one byte and 5-bit ones for bytes (tuning_segmented_radix_sort.cuh, every architecture from sm_70);
-# DeviceRadixSort's onesweep path (one row) takes 8-bit digits.
-SEGMENTED_DIGIT_BITS = 6
-SEGMENTED_BYTE_KEY_DIGIT_BITS = 5
-ONESWEEP_DIGIT_BITS = 8
-
-
-@dataclasses.dataclass(frozen=True)
-class CubSort:
-  kernels: int
-  read_bytes: int
-  write_bytes: int
-  blocks: int | None
-
-
-def cub_radix_sort(key_bytes: int, value_bytes: int, key_bits: int, batch: int) -> CubSort:
-  """The kernels and bytes of XLA's CUB sort custom call (``xla.gpu.ext.cub_sort_*``) on ``batch`` rows.
-
-  XLA calls ``cub::DeviceSegmentedRadixSort::SortPairs`` for ``batch > 1`` (one block per row and pass;
-  each pass reads the keys twice, to count digits and to scatter, reads the values once, and writes both)
-  and ``cub::DeviceRadixSort::SortPairs`` for one row (onesweep: one histogram pass over the keys, an
-  exclusive sum, then one pass per 8-bit digit reading and writing keys and values). Passes:
-  ``ceil(key_bits / digit_bits)``.
-  """
-  if batch > 1:
-    digit = SEGMENTED_DIGIT_BITS if key_bits > 8 else SEGMENTED_BYTE_KEY_DIGIT_BITS
-    passes = math.ceil(key_bits / digit)
-    return CubSort(passes, passes * (2 * key_bytes + value_bytes), passes * (key_bytes + value_bytes), batch)
-  passes = math.ceil(key_bits / ONESWEEP_DIGIT_BITS)
-  return CubSort(passes + 2, key_bytes + passes * (key_bytes + value_bytes), passes * (key_bytes + value_bytes), None)
 
 
 def kernel_read_passes() -> dict[str, float]:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -250,12 +251,41 @@ def _first_or_last_peak(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dt
   return platform.branch(key, cpu=by_selection, default=by_reduction)
 
 
+TIES = ("first", "last")
+
+
+def _last_on_ties(p: Problems, name: str, ties: Any, direction: Any) -> bool:
+  """Whether ``ties`` (or the deprecated ``direction``, DirectML's word for it) asks for the last extreme."""
+  if direction is not None:
+    warnings.warn(
+      f"{name}: direction= is DirectML's name for the tie rule and is deprecated in the functional path; "
+      f"use ties='first' for direction='increasing' or ties='last' for direction='decreasing' "
+      f"(the descriptor path keeps axis_direction)",
+      DeprecationWarning,
+      stacklevel=4,
+    )
+    canonical = axes_lib.canonical_direction(p, "direction", direction)
+    if canonical is None:
+      return False
+    from_direction = TIES[int(canonical == AxisDirection.DECREASING)]
+    p.require(
+      ties in ("first", from_direction),
+      "ties and the deprecated direction must agree when both are given (pass ties alone)",
+      f"ties={ties!r}, direction={direction!r}",
+    )
+    return from_direction == "last"
+  p.require(
+    ties in TIES, "ties must be 'first' or 'last' (which index an extreme that occurs twice gives)", f"ties={ties!r}"
+  )
+  return ties == "last"
+
+
 def _functional(
-  name: str, find_max: bool, x: ArrayLike, axes: Any, direction: Any, keepdims: bool, index_dtype: Any
+  name: str, find_max: bool, x: ArrayLike, axes: Any, ties: Any, direction: Any, keepdims: bool, index_dtype: Any
 ) -> jax.Array:
   p = Problems(name)
   array = dtypes.as_array(p, "x", x)
-  canonical_direction = axes_lib.canonical_direction(p, "direction", direction)
+  last = _last_on_ties(p, name, ties, direction)
   canonical_index = dtypes.canonical_index_dtype(p, "index_dtype", index_dtype)
   canonical_axes = None
   if array is not None and dtypes.require_real(p, "x", np.dtype(array.dtype), f"{name} orders values"):
@@ -266,7 +296,7 @@ def _functional(
     array,
     axes=canonical_axes,
     find_max=find_max,
-    last=canonical_direction == AxisDirection.DECREASING,
+    last=last,
     index_dtype=canonical_index,
     keepdims=bool(keepdims),
     choice=platform.current(),
@@ -277,8 +307,9 @@ _DOC = r"""The flat index of the {extreme} element over ``axes``, DirectML {op}.
 
   Over the elements :math:`x[\ldots]` selected by ``axes``, returns the row-major
   flat index :math:`\sum_j i_{{a_j}} \prod_{{l>j}} n_{{a_l}}` (axes :math:`a_j` in
-  ascending order) of the {extreme} element: the first one for INCREASING, the
-  last one for DECREASING. A NaN counts as the {extreme}; -0.0 equals +0.0.
+  ascending order) of the {extreme} element: the first one on ties
+  (``ties="first"``, as ``jnp.{func}``; DirectML's INCREASING) or the last one
+  (``ties="last"``; DECREASING). A NaN counts as the {extreme}; -0.0 equals +0.0.
 
   Over axes sharded across devices, each shard contributes one candidate (its
   peak and the global index of it), and only those candidates are combined,
@@ -288,17 +319,20 @@ _DOC = r"""The flat index of the {extreme} element over ``axes``, DirectML {op}.
     x: array of any integer or floating dtype (bfloat16 included), rank 1 to 8.
     axis: an axis or a tuple of distinct axes (negative count from the end),
       static Python ints; ``None`` (default) means every axis.
-    direction: ``"increasing"`` (default, first index on ties) or
-      ``"decreasing"`` (last index), or a :class:`AxisDirection`.
+    ties: ``"first"`` (default, as ``jnp.{func}``) or ``"last"``: which index
+      an extreme that occurs more than once gives.
     keepdims: keep the reduced axes with size 1 (DirectML's layout); default
       ``False``, as ``jnp.{func}``.
     index_dtype: int32 (default, as ``jnp.{func}``), int64, uint32 or uint64.
+    direction: deprecated, DirectML's name for ``ties``: ``"increasing"`` is
+      ``ties="first"``, ``"decreasing"`` ``ties="last"`` (a
+      ``DeprecationWarning``; the descriptor path keeps ``axis_direction``).
 
   Returns:
     The indices, of ``index_dtype``.
 
   Raises:
-    DescriptorError: at trace time, for a bad rank, axes, direction or index
+    DescriptorError: at trace time, for a bad rank, axes, ties or index
       dtype, or when the reduced element count cannot be indexed by it.
 
   Example:
@@ -308,6 +342,8 @@ _DOC = r"""The flat index of the {extreme} element over ``axes``, DirectML {op}.
     {example}
     >>> dml.{func}(x, 1).tolist()
     {rows}
+    >>> dml.{func}(jnp.array([1., 1., 1.]), ties="last").tolist()
+    2
   """
 
 
@@ -315,22 +351,24 @@ def argmin(
   x: ArrayLike,
   axis: int | Sequence[int] | None = None,
   *,
-  direction: AxisDirection | str = "increasing",
+  ties: Literal["first", "last"] = "first",
   keepdims: bool = False,
   index_dtype: Any = jnp.int32,
+  direction: AxisDirection | str | None = None,
 ) -> jax.Array:
-  return _functional("argmin", False, x, axis, direction, keepdims, index_dtype)
+  return _functional("argmin", False, x, axis, ties, direction, keepdims, index_dtype)
 
 
 def argmax(
   x: ArrayLike,
   axis: int | Sequence[int] | None = None,
   *,
-  direction: AxisDirection | str = "increasing",
+  ties: Literal["first", "last"] = "first",
   keepdims: bool = False,
   index_dtype: Any = jnp.int32,
+  direction: AxisDirection | str | None = None,
 ) -> jax.Array:
-  return _functional("argmax", True, x, axis, direction, keepdims, index_dtype)
+  return _functional("argmax", True, x, axis, ties, direction, keepdims, index_dtype)
 
 
 argmin.__doc__ = _DOC.format(extreme="smallest", op="ARGMIN", func="argmin", example="4", rows="[0, 1, 0]")

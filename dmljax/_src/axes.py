@@ -22,15 +22,16 @@ class AxisDirection(enum.IntEnum):
 
   For TOP_K1, INCREASING selects the smallest elements and DECREASING the
   largest; for ARGMIN/ARGMAX, INCREASING returns the first extreme element and
-  DECREASING the last. The functional path also takes ``"increasing"`` and
-  ``"decreasing"``.
+  DECREASING the last. The functional ``top_k`` also takes ``"increasing"`` and
+  ``"decreasing"``; the functional ``argmin``/``argmax`` name the tie rule
+  ``ties="first"`` (INCREASING) or ``ties="last"`` (DECREASING).
 
   Example:
     >>> import dmljax as dml, jax.numpy as jnp
     >>> x = jnp.array([3., 1., 2., 1.])
     >>> dml.top_k(x, 2, direction=dml.AxisDirection.INCREASING)[1].tolist()
     [1, 3]
-    >>> dml.argmin(x, direction="decreasing").tolist()
+    >>> dml.argmin(x, ties="last").tolist()
     3
   """
 
@@ -80,12 +81,12 @@ def _traced_type(value: jax.core.Tracer) -> str:
   return f"{np.dtype(aval.dtype).name}{list(aval.shape)}"
 
 
-def _static_hint(p: Problems, field: str, value: Any) -> bool:
+def _static_hint(p: Problems, field: str, value: Any, traced_advice: str = "") -> bool:
   """Records why a traced or non-integer ``field`` cannot be used; returns whether it did."""
   if _traced(value):
     p.add(
       f"{field} must be a static Python int, because it sets the output's shape; under jax.jit, pass it as a "
-      f"static argument (jax.jit(f, static_argnames='{field}') or static_argnums)",
+      f"static argument (jax.jit(f, static_argnames='{field}') or static_argnums){traced_advice}",
       f"{field}=traced {_traced_type(value)}" if isinstance(value, jax.core.Tracer) else f"{field}={value!r}",
     )
     return True
@@ -96,9 +97,20 @@ def _static_hint(p: Problems, field: str, value: Any) -> bool:
   return False
 
 
-def static_int(p: Problems, field: str, value: Any, statement: str, in_range: Callable[[int], bool]) -> int | None:
-  """``value`` as an int satisfying ``in_range``; else the problem (``statement`` or a static-int hint)."""
-  if _static_hint(p, field, value):
+def static_int(
+  p: Problems,
+  field: str,
+  value: Any,
+  statement: str,
+  in_range: Callable[[int], bool],
+  *,
+  traced_advice: str = "",
+) -> int | None:
+  """``value`` as an int satisfying ``in_range``; else the problem (``statement`` or a static-int hint).
+
+  ``traced_advice`` follows the static-argument hint when ``value`` is traced (what else to do).
+  """
+  if _static_hint(p, field, value, traced_advice):
     return None
   number = _as_int(value)
   if not p.require(number is not None and in_range(number), statement, f"{field}={value!r}"):

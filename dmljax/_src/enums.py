@@ -34,6 +34,7 @@ def parse_enum(
   *,
   names: Mapping[str, E] | None = None,
   prefixes: Sequence[str] = (),
+  elsewhere: Mapping[str, str] | None = None,
 ) -> E | None:
   """``value`` as a member of ``enum_type``, or ``None`` with the problem recorded in ``p``.
 
@@ -45,6 +46,8 @@ def parse_enum(
     names: the accepted names, as shown in messages, and the members they stand
       for; default: the members' own names in lower case.
     prefixes: normalized prefixes a name may carry (``"reduce"``).
+    elsewhere: normalized names that are no member but something else, and what to use instead
+      (``"softmax"``: ``"jax.nn.softmax"``); such a name gets that advice rather than a look-alike.
   """
   shown = names if names is not None else {m.name.lower(): m for m in enum_type}
   if isinstance(value, str):
@@ -52,8 +55,12 @@ def parse_enum(
     key = _normalized(value, prefixes)
     if key in table:
       return table[key]
-    close = difflib.get_close_matches(value.lower(), list(shown), n=1, cutoff=0.5)
-    suggestion = f" (did you mean {close[0]!r}?)" if close else ""
+    if elsewhere and key in elsewhere:
+      suggestion = f" ({value!r} is not one of them: {elsewhere[key]})"
+    else:
+      # 0.7 keeps the look-alikes of a typo ('mean' for 'median') and drops a shared syllable ('max' for 'softmax').
+      close = difflib.get_close_matches(value.lower(), list(shown), n=1, cutoff=0.7)
+      suggestion = f" (did you mean {close[0]!r}?)" if close else ""
     listed = ", ".join(repr(n) for n in shown)
     p.add(f"{field} must be one of {listed}{suggestion}", f"{field}={value!r}")
     return None

@@ -228,6 +228,13 @@ def _check_gather_nd(
       f". 1-D indices are one index tuple of length {q}; for a list of row ids (as jnp.take(x, ids, axis=0) or "
       "x[ids]), pass indices[:, None]"
     )
+  elif f is FUNCTIONAL and q > 1 and len(x_shape) - batch_dims == 1:
+    # (100, 10) neighbour ids into (N,) labels: only tuples of length 1 can index x, so the last axis holds ids.
+    row_ids = (
+      f". The last axis of indices is the index tuple, so these are index tuples of length {q}; if indices holds "
+      f"row ids of x (as x[ids] or jnp.take(x, ids, axis={batch_dims})), add a tuple axis of length 1: "
+      "indices[..., None]"
+    )
   ok = p.require(
     1 <= q <= len(x_shape) - batch_dims,
     f"{f.shape('indices')}[-1] (the index tuple length) must be in "

@@ -1,9 +1,17 @@
 """Per-platform implementations, and the trace-time choices that tests and benchmarks make on CPU.
 
-Every place that picks an implementation by platform calls :func:`branch`, a
-``lax.platform_dependent`` with a ``cpu``, ``cuda``, ``tpu`` and a ``default``
-branch (ROCm and any other platform take ``default``). ``jax.export`` for several
-platforms lowers every branch.
+Every place that picks an implementation by platform calls :func:`branch`, with a
+``cpu``, ``cuda``, ``tpu`` and a ``default`` branch (ROCm and any other platform take
+``default``). ``jax.export`` for several platforms lowers every branch.
+
+Only the branch of the default backend is traced when :func:`branch` is called; the
+others are traced when a program is lowered for their platform (a primitive with one
+lowering rule per platform, each rule tracing its branch then). A
+``lax.platform_dependent`` traces every branch at once, Pallas kernels and TPU paths
+included, which made a CPU program's trace several times slower than the code it
+runs. Under ``jax.vmap`` every branch is vmapped, still lazily; under
+differentiation the branches are traced together by ``lax.platform_dependent``,
+as the implementations are called under a ``custom_jvp`` nearly everywhere.
 
 A :class:`Choice` changes what is traced (private, for tests and benchmarks): a
 forced branch traces that branch alone whatever the platform, so a CPU-only CI runs
@@ -24,6 +32,8 @@ from typing import Any, Literal
 
 import jax
 from jax import lax
+from jax.extend import core
+from jax.interpreters import ad, batching, mlir
 
 Branch = Literal["cpu", "cuda", "tpu", "default"]
 BRANCHES: tuple[Branch, ...] = ("cpu", "cuda", "tpu", "default")
@@ -95,4 +105,122 @@ def branch(
     implementations["tpu"] = tpu
   if _choice.branch is not None:
     return implementations.get(_choice.branch, default)(x)
-  return lax.platform_dependent(x, **implementations)
+  return _deferred(x, implementations, _choice)
+
+
+def _home() -> Branch | None:
+  """The branch of the default backend, traced when :func:`branch` is called (``None``: trace every branch)."""
+  backend = jax.default_backend()
+  if backend == "cpu":
+    return "cpu"
+  return "tpu" if backend == "tpu" else None  # GPUs: CUDA or ROCm, told apart at lowering only
+
+
+@contextlib.contextmanager
+def _restored(choice: Choice) -> Iterator[None]:
+  """``choice`` in force within the block: a branch traced at lowering time sees the choice of its call."""
+  global _choice
+  previous = _choice
+  _choice = choice
+  try:
+    yield
+  finally:
+    _choice = previous
+
+
+def _all_branches(x: jax.Array, implementations: dict[str, Implementation], choice: Choice) -> Any:
+  with _restored(choice):
+    return lax.platform_dependent(x, **implementations)
+
+
+def _deferred(x: jax.Array, implementations: dict[str, Implementation], choice: Choice) -> Any:
+  """The branches as one :data:`_branch_p`: the home branch traced now, the others when lowered."""
+  home = _home()
+  if home is None:
+    return _all_branches(x, implementations, choice)
+  traced, out_shape = jax.make_jaxpr(implementations.get(home, implementations["default"]), return_shape=True)(x)
+  if any(isinstance(c, jax.core.Tracer) for c in traced.consts) or traced.effects:
+    return _all_branches(x, implementations, choice)
+  outs = _branch_p.bind(
+    x,
+    implementations=tuple(implementations.items()),
+    choice=choice,
+    home=home,
+    traced=traced,
+    out_tree=jax.tree.structure(out_shape),
+  )
+  return jax.tree.unflatten(jax.tree.structure(out_shape), outs)
+
+
+_branch_p = core.Primitive("dmljax_platform_branch")
+_branch_p.multiple_results = True
+
+
+@_branch_p.def_abstract_eval
+def _branch_abstract_eval(x: Any, *, traced: core.ClosedJaxpr, **_: Any) -> Any:
+  del x
+  return traced.out_avals
+
+
+@_branch_p.def_impl
+def _branch_impl(x: jax.Array, *, traced: core.ClosedJaxpr, **_: Any) -> Any:
+  """Eagerly (outside ``jit``, or under ``jax.disable_jit``): the branch of the default backend, as traced."""
+  return core.jaxpr_as_fun(traced)(x)
+
+
+def _lowering(which: str) -> Callable[..., Any]:
+  """The rule that lowers the branch of platform ``which`` (``"default"``: any platform without its own)."""
+
+  def lower(
+    ctx: mlir.LoweringRuleContext,
+    x: Any,
+    *,
+    implementations: tuple[tuple[str, Implementation], ...],
+    choice: Choice,
+    home: str,
+    traced: core.ClosedJaxpr,
+    out_tree: Any,
+  ) -> Any:
+    del out_tree
+    if which == home:
+      return mlir.lower_fun(core.jaxpr_as_fun(traced), multiple_results=True)(ctx, x)
+    chosen = dict(implementations).get(which, dict(implementations)["default"])
+
+    def run(x: jax.Array) -> list[jax.Array]:
+      with _restored(choice):
+        return jax.tree.leaves(chosen(x))
+
+    return mlir.lower_fun(run, multiple_results=True)(ctx, x)
+
+  return lower
+
+
+for _which in ("cpu", "cuda", "tpu"):
+  mlir.register_lowering(_branch_p, _lowering(_which), platform=_which)
+mlir.register_lowering(_branch_p, _lowering("default"))
+
+
+def _branch_batched(
+  args: tuple[jax.Array], dims: tuple[Any], *, implementations: Any, choice: Choice, **_: Any
+) -> tuple[list[jax.Array], list[int]]:
+  """``vmap``: every branch vmapped, and still traced only when its platform is lowered."""
+  (x,), (axis,) = args, dims
+  vmapped = {which: jax.vmap(f, in_axes=axis) for which, f in implementations}
+  outs = jax.tree.leaves(_deferred(x, vmapped, choice))
+  return outs, [0] * len(outs)
+
+
+batching.primitive_batchers[_branch_p] = _branch_batched
+
+
+def _branch_jvp(primals: Any, tangents: Any, *, implementations: Any, choice: Choice, **_: Any) -> Any:
+  """Differentiation: every branch traced now, by ``lax.platform_dependent``."""
+  tangents = [ad.instantiate_zeros(t) for t in tangents]
+
+  def run(x: jax.Array) -> list[jax.Array]:
+    return jax.tree.leaves(_all_branches(x, dict(implementations), choice))
+
+  return jax.jvp(run, tuple(primals), tuple(tangents))
+
+
+ad.primitive_jvps[_branch_p] = _branch_jvp

@@ -195,10 +195,27 @@ FUNCTION_NAMES: dict[str, ReduceFunction] = {
   "sum_of_squares": F.SUM_SQUARE,
 }
 
+# Names a user may try that are not reductions (their output keeps the reduced axis, or they select), with what
+# computes them; keys normalized as enums.parse_enum compares names.
+_KEEPS_SHAPE = "it keeps the axis's length, so it is no reduction"
+NOT_REDUCTIONS: dict[str, str] = {
+  "softmax": f"{_KEEPS_SHAPE}; use jax.nn.softmax, whose normalizer is dml.reduce(x, 'log_sum_exp', axis)",
+  "logsoftmax": f"{_KEEPS_SHAPE}; use jax.nn.log_softmax, or x - dml.reduce(x, 'log_sum_exp', axis, keepdims=True)",
+  "cumsum": f"{_KEEPS_SHAPE}; use jnp.cumsum",
+  "cumprod": f"{_KEEPS_SHAPE}; use jnp.cumprod",
+  "sort": f"{_KEEPS_SHAPE}; use dml.top_k(x, x.shape[axis], axis=axis) for dmljax's order, or jnp.sort",
+  "topk": "use dml.top_k(x, k, axis=axis)",
+  "median": "DirectML has no median reduction; use jnp.median",
+  "std": "DirectML has no standard deviation; use jnp.std",
+  "var": "DirectML has no variance; use jnp.var",
+}
+
 
 def canonical_function(p: Problems, field: str, function: Any) -> ReduceFunction | None:
   """A :class:`ReduceFunction`, its value, or one of :data:`FUNCTION_NAMES` (``"logsumexp"``, ``"ReduceProd"``)."""
-  return enums.parse_enum(p, field, function, ReduceFunction, names=FUNCTION_NAMES, prefixes=("reduce",))
+  return enums.parse_enum(
+    p, field, function, ReduceFunction, names=FUNCTION_NAMES, prefixes=("reduce",), elsewhere=NOT_REDUCTIONS
+  )
 
 
 def _check_reduce(

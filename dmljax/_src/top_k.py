@@ -195,10 +195,17 @@ def _check_top_k(
     return None
   size = shape[axis]
   statement = f"k must satisfy 1 <= k <= {f.shape('x')}[axis] (= {size})"
-  ok = axes_lib.static_int(p, "k", k, statement, lambda k: 1 <= k <= size) is not None
+  ok = axes_lib.static_int(p, "k", k, statement, lambda k: 1 <= k <= size, traced_advice=TRACED_K_ADVICE) is not None
   if index_dtype is not None:
     ok &= dtypes.index_dtype_can_hold(p, f["index_dtype"], index_dtype, size - 1, f"axis {axis} of size {size}")
   return axis if ok else None
+
+
+TRACED_K_ADVICE = (
+  ". Each new k traces and compiles the program anew. For a k that changes at run time, select a fixed maximum "
+  "once and mask the rest (values, indices = dml.top_k(x, k_max); keep = jnp.arange(k_max) < k), or use "
+  "dmljax.sampling.top_k_mask(logits, k), which takes k as an array"
+)
 
 
 def _output_sizes(shape: tuple[int, ...], axis: int, k: int) -> tuple[int, ...]:

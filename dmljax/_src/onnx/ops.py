@@ -95,7 +95,7 @@ def _arg_extreme(find_max: bool, x: ArrayLike, axis: int, keepdims: bool, select
   return function(
     x,
     axis,
-    direction="decreasing" if select_last_index else "increasing",
+    ties="last" if select_last_index else "first",
     keepdims=bool(keepdims),
     index_dtype=index_dtype(),
   )
