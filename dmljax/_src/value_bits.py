@@ -1,0 +1,53 @@
+"""Floats that move as their bits: across devices, through a sort, a gather or a collective.
+
+XLA may carry a float through float arithmetic where it only moves it: XLA:CPU all-gathers and
+sorts bfloat16 as float32 (quieting NaNs: 0x7F81 comes back 0x7FC0), and XLA's SPMD partitioner
+turns a gather from a split table into masked gathers and an all-reduce SUM (-0.0 + 0.0 is +0.0).
+An unsigned integer of the same width goes through all of those unchanged, so every value dmljax
+returns bit for bit is moved as :func:`to_bits` and read back with :func:`from_bits`. Integers move
+as they are; 4-bit (and narrower) floats move as ``uint8``, which every collective and sort takes.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from dmljax._src import dtypes
+
+
+def _width(dtype: np.dtype) -> int:
+  return int(jnp.finfo(dtype).bits)
+
+
+def carrier(dtype: np.dtype) -> np.dtype:
+  """The type a value of ``dtype`` moves as: an unsigned integer for floats (``uint8`` at least), else itself."""
+  dtype = np.dtype(dtype)
+  if not dtypes.is_float(dtype):
+    return dtype
+  return np.dtype(f"uint{max(8, _width(dtype))}")
+
+
+def to_bits(x: jax.Array) -> jax.Array:
+  """``x``'s bits as :func:`carrier`'s integer (integers unchanged)."""
+  dtype = np.dtype(x.dtype)
+  if not dtypes.is_float(dtype):
+    return x
+  width = _width(dtype)
+  if width >= 8:
+    return lax.bitcast_convert_type(x, carrier(dtype))
+  narrow = np.dtype(f"uint{width}")
+  return lax.bitcast_convert_type(x, narrow).astype(carrier(dtype))
+
+
+def from_bits(bits: jax.Array, dtype: np.dtype) -> jax.Array:
+  """The values of ``dtype`` whose :func:`to_bits` is ``bits``."""
+  dtype = np.dtype(dtype)
+  if not dtypes.is_float(dtype):
+    return bits
+  width = _width(dtype)
+  if width < 8:
+    bits = bits.astype(np.dtype(f"uint{width}"))
+  return lax.bitcast_convert_type(bits, dtype)
