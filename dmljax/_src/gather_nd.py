@@ -350,7 +350,9 @@ def _gather_nd(x: jax.Array, indices: jax.Array, *, batch_dims: int, determinist
 def _gather_kernel(x: jax.Array, indices: jax.Array, *, batch_dims: int, deterministic: bool) -> jax.Array:
   plain = functools.partial(_plain_gather, batch_dims=batch_dims)
   if not dtypes.is_float(x.dtype):
-    return plain(x, indices)  # integers have no derivative, and any gather moves them exactly
+    if value_bits.carrier(x.dtype) == x.dtype:
+      return plain(x, indices)  # integers have no derivative, and any gather moves them exactly
+    return _values_p.bind(x, indices, batch_dims=batch_dims)  # 4- and 2-bit: widened where partitioned
   tangent_map = functools.partial(_gather_nd_deterministic, batch_dims=batch_dims) if deterministic else plain
   return _float_values(batch_dims, tangent_map, x, indices)
 
@@ -385,7 +387,8 @@ def _gather_bits(x: jax.Array, indices: jax.Array, *, batch_dims: int) -> jax.Ar
 
 # The gather of a float table's values, as a primitive whose lowering rule sees the program's device count. Where
 # the table may be split over devices, XLA's partitioner makes a gather of masked gathers and an all-reduce SUM,
-# which turns -0.0 into +0.0 and quietens signalling NaNs: there the table's bits are gathered, exact on integers.
+# which turns -0.0 into +0.0 and quietens signalling NaNs: there the table's bits are gathered, exact on integers
+# (4- and 2-bit integers widened to 8 bits: XLA:CPU has no all-reduce for them).
 # On one device the float gather is exact and costs what ``x[i]`` costs (reading the table's bits would count the
 # whole table in XLA's cost estimate, which decides whether XLA:CPU runs a small program inline).
 _values_p = Primitive("dmljax_gather_nd_values")

@@ -55,7 +55,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dmljax._src import platform, shardings, value_bits
+from dmljax._src import dtypes, platform, shardings, value_bits
 from dmljax._src.strategies import dispatch
 
 Selected = tuple[jax.Array, jax.Array]
@@ -266,9 +266,14 @@ def _batched_selector(k: int, descending: bool, last: bool) -> Callable[[jax.Arr
 def top_k_last_axis(sequences: jax.Array, k: int, descending: bool, last: bool = False) -> Selected:
   """Values and int32 indices of the ``k`` first elements along the last axis, sharded or not.
 
-  ``last`` (with ``k == 1``) breaks ties by the highest index instead of the lowest.
+  ``last`` (with ``k == 1``) breaks ties by the highest index instead of the lowest. 4- and 2-bit integers
+  are selected as 8-bit ones (the same order, values and indices): XLA:CPU aborts the process on some
+  partitioned programs of 2-bit integers.
   """
-  return _batched_selector(k, descending, last)(sequences)
+  if dtypes.is_float(sequences.dtype):
+    return _batched_selector(k, descending, last)(sequences)
+  values, indices = _batched_selector(k, descending, last)(value_bits.to_bits(sequences))
+  return value_bits.from_bits(values, sequences.dtype), indices
 
 
 @top_k_last_axis.defjvp
