@@ -30,8 +30,10 @@ __all__ = [
   "ref_top_k",
 ]
 
-# dtype names of ml_dtypes' floating types (bfloat16, float8_e4m3fn, ...).
+# dtype names of ml_dtypes' floating types (bfloat16, float8_e4m3fn, ...) and of its sub-byte integers.
 _EXTRA_FLOAT_PREFIXES = ("bfloat16", "float8", "float6", "float4")
+_EXTRA_SIGNED = ("int2", "int4")
+_EXTRA_UNSIGNED = ("uint2", "uint4")
 
 
 # --------------------------------------------------------------------------- #
@@ -43,11 +45,13 @@ def _is_float(dtype) -> bool:
 
 
 def _is_signed_int(dtype) -> bool:
-  return np.dtype(dtype).kind == "i"
+  dtype = np.dtype(dtype)
+  return dtype.kind == "i" or dtype.name in _EXTRA_SIGNED
 
 
 def _is_unsigned_int(dtype) -> bool:
-  return np.dtype(dtype).kind == "u"
+  dtype = np.dtype(dtype)
+  return dtype.kind == "u" or dtype.name in _EXTRA_UNSIGNED
 
 
 def _check_numeric(x: np.ndarray, op: str) -> None:
@@ -59,15 +63,22 @@ def _comparable(x: np.ndarray) -> np.ndarray:
   """Values on which NumPy comparisons are exact.
 
   Floats (float16, bfloat16, float32, float64, ...) are widened to float64,
-  which represents every one of them exactly.  Integers stay in their own
-  type (uint64/int64 extremes compare exactly; nothing is negated).
+  which represents every one of them exactly: ml_dtypes' types (bfloat16, the
+  float8, float6 and float4 variants) are decoded from their bits by ml_dtypes'
+  own cast to float32, exact for all of them (NumPy keeps float32 subnormals,
+  so float8_e8m0fnu's 2**-127 stays apart from zero).  Integers stay in their
+  own type (uint64/int64 extremes compare exactly; nothing is negated); the
+  sub-byte ones (int2, int4, uint2, uint4) are widened to int64.
   """
   if _is_float(x.dtype):
     if x.dtype.kind == "f" and x.dtype.itemsize > 8:  # longdouble: keep as is
       return x
-    if x.dtype.kind != "f":  # ml_dtypes types: go through float32
-      return x.astype(np.float32).astype(np.float64)
+    if x.dtype.kind != "f":  # ml_dtypes types: go through float32 (NumPy warns of a NaN's cast)
+      with np.errstate(invalid="ignore"):
+        return x.astype(np.float32).astype(np.float64)
     return x.astype(np.float64)
+  if x.dtype.kind not in "iu":  # ml_dtypes' sub-byte integers
+    return x.astype(np.int64)
   return x
 
 

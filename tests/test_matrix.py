@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import jax.test_util
 import numpy as np
 import pytest
-from _helpers import spy_on, ties
+from _helpers import assert_bitwise_equal, spy_on, ties
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from reference import ref_arg_reduce, ref_gather_nd, ref_one_hot, ref_reduce, ref_top_k
@@ -424,6 +424,7 @@ def _seed(*parts: object) -> np.random.Generator:
 
 
 def _check(got: Any, want: Any, rtol: float, what: str) -> None:
+  """Exact outputs (selections of the input, indices) by their bits; computed reductions within ``rtol``."""
   got_leaves, want_leaves = jax.tree.leaves(got), jax.tree.leaves(want)
   assert len(got_leaves) == len(want_leaves), what
   for g, w in zip(got_leaves, want_leaves, strict=True):
@@ -432,7 +433,7 @@ def _check(got: Any, want: Any, rtol: float, what: str) -> None:
     if rtol:
       np.testing.assert_allclose(g, w, rtol=rtol, atol=0, err_msg=what)
     else:
-      np.testing.assert_array_equal(g, w, err_msg=what)
+      assert_bitwise_equal(g, w, what)
 
 
 def _plain(row: Path, args: tuple[np.ndarray, ...]) -> None:

@@ -155,6 +155,10 @@ def canonical_index_dtype(p: Problems, field: str, index_dtype: Any) -> np.dtype
   return dtype if require_x64_for(p, field, dtype) else None
 
 
+# ml_dtypes' types that JAX names but XLA has no type for: every platform refuses them alike.
+_NO_XLA_TYPE = ("float6_",)
+
+
 def as_array(p: Problems, field: str, x: Any) -> jax.Array | None:
   """``jnp.asarray(x)``, refusing 64-bit NumPy input without x64.
 
@@ -179,6 +183,13 @@ def as_array(p: Problems, field: str, x: Any) -> jax.Array | None:
       return None
     if not require_x64_for(p, field, declared, lambda: _narrowing_hint(field, x, np.dtype(declared))):
       return None
+  if declared is not None and np.dtype(declared).name.startswith(_NO_XLA_TYPE):
+    p.add(
+      f"{field} must have a type XLA can hold ({dtype_name(declared)} has none on any platform): cast it, "
+      "e.g. to float8_e4m3fn or float32",
+      f"{field}.dtype={dtype_name(declared)}",
+    )
+    return None
   try:
     return jnp.asarray(x)
   except (TypeError, ValueError, OverflowError) as e:

@@ -38,10 +38,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.extend.core import Primitive
+from jax.interpreters import batching, mlir
 from jax.sharding import NamedSharding, PartitionSpec
 from jax.typing import ArrayLike
 
-from dmljax._src import autodiff, descriptor_path, dtypes, fields, index_math, shardings, tensor_desc
+from dmljax._src import autodiff, descriptor_path, dtypes, fields, index_math, shardings, tensor_desc, value_bits
 from dmljax._src import axes as axes_lib
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -353,8 +355,86 @@ def _gather_nd(x: jax.Array, indices: jax.Array, *, batch_dims: int, determinist
 
 
 def _gather_kernel(x: jax.Array, indices: jax.Array, *, batch_dims: int, deterministic: bool) -> jax.Array:
-  if deterministic:
-    return _gather_nd_deterministic(x, indices, batch_dims)
+  plain = functools.partial(_plain_gather, batch_dims=batch_dims)
+  if not dtypes.is_float(x.dtype):
+    if value_bits.carrier(x.dtype) == x.dtype:
+      return plain(x, indices)  # integers have no derivative, and any gather moves them exactly
+    return _values_p.bind(x, indices, batch_dims=batch_dims)  # 4- and 2-bit: widened where partitioned
+  tangent_map = functools.partial(_gather_nd_deterministic, batch_dims=batch_dims) if deterministic else plain
+  return _float_values(batch_dims, tangent_map, x, indices)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _float_values(
+  batch_dims: int, tangent_map: Callable[[jax.Array, jax.Array], jax.Array], x: jax.Array, indices: jax.Array
+) -> jax.Array:
+  """The gathered values of a float ``x``, bit for bit however XLA partitions the gather (:data:`_values_p`).
+
+  The tangent is ``tangent_map`` (the plain or the deterministic gather) of the input's tangent.
+  """
+  del tangent_map
+  return _values_p.bind(x, indices, batch_dims=batch_dims)
+
+
+@_float_values.defjvp
+def _float_values_jvp(
+  batch_dims: int,
+  tangent_map: Callable[[jax.Array, jax.Array], jax.Array],
+  primals: tuple[jax.Array, jax.Array],
+  tangents: tuple[Any, Any],
+) -> tuple[jax.Array, jax.Array]:
+  x, indices = primals
+  value = _float_values(batch_dims, tangent_map, x, indices)
+  return value, autodiff.linear_in_float32(tangent_map, tangents[0], indices)
+
+
+def _gather_bits(x: jax.Array, indices: jax.Array, *, batch_dims: int) -> jax.Array:
+  return value_bits.from_bits(_plain_gather(value_bits.to_bits(x), indices, batch_dims=batch_dims), x.dtype)
+
+
+# The gather of a float table's values, as a primitive whose lowering rule sees the program's device count. Where
+# the table may be split over devices, XLA's partitioner makes a gather of masked gathers and an all-reduce SUM,
+# which turns -0.0 into +0.0 and quietens signalling NaNs: there the table's bits are gathered, exact on integers
+# (4- and 2-bit integers widened to 8 bits: XLA:CPU has no all-reduce for them).
+# On one device the float gather is exact and costs what ``x[i]`` costs (reading the table's bits would count the
+# whole table in XLA's cost estimate, which decides whether XLA:CPU runs a small program inline).
+_values_p = Primitive("dmljax_gather_nd_values")
+
+
+@_values_p.def_impl
+def _values_impl(x: jax.Array, indices: jax.Array, *, batch_dims: int) -> jax.Array:
+  return _plain_gather(x, indices, batch_dims=batch_dims)
+
+
+@_values_p.def_abstract_eval
+def _values_abstract_eval(x: Any, indices: Any, *, batch_dims: int) -> Any:
+  args = (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(indices.shape, indices.dtype))
+  out = jax.eval_shape(functools.partial(_plain_gather, batch_dims=batch_dims), *args)
+  return x.update(shape=out.shape, dtype=out.dtype, weak_type=False)
+
+
+def _values_lowering(ctx: Any, x: Any, indices: Any, *, batch_dims: int) -> Any:
+  gather = _plain_gather if shardings.program_devices(ctx) == 1 else _gather_bits
+  return mlir.lower_fun(functools.partial(gather, batch_dims=batch_dims), multiple_results=False)(ctx, x, indices)
+
+
+mlir.register_lowering(_values_p, _values_lowering)
+
+
+def _values_batched(args: Sequence[jax.Array], dims: Sequence[int | None], *, batch_dims: int) -> Any:
+  """A batch is one more batch dimension, leading both arrays (the unbatched one broadcast)."""
+  size = next(a.shape[d] for a, d in zip(args, dims, strict=True) if d is not None)
+  leading = [
+    jnp.broadcast_to(a, (size, *a.shape)) if d is None else jnp.moveaxis(a, d, 0)
+    for a, d in zip(args, dims, strict=True)
+  ]
+  return _values_p.bind(*leading, batch_dims=batch_dims + 1), 0
+
+
+batching.primitive_batchers[_values_p] = _values_batched
+
+
+def _plain_gather(x: jax.Array, indices: jax.Array, *, batch_dims: int) -> jax.Array:
   q = indices.shape[-1]
   # The gather clamps start indices itself (CLIP mode, as XLA's gather does): only negative indices are
   # wrapped here, the work of native indexing, so a small gather stays as cheap as ``x[i]``.
@@ -371,13 +451,13 @@ def _gather_kernel(x: jax.Array, indices: jax.Array, *, batch_dims: int, determi
     operand_batching_dims=batch,
     start_indices_batching_dims=batch,
   )
-  gather = functools.partial(
-    lax.gather,
+  return lax.gather(
+    x,
+    start,
     dimension_numbers=dimension_numbers,
     slice_sizes=(1,) * (batch_dims + q) + trailing,
     mode=lax.GatherScatterMode.CLIP,
   )
-  return autodiff.linear_in_float32(gather, x, start)
 
 
 def gather_nd(x: ArrayLike, indices: ArrayLike, *, batch_dims: int = 0, deterministic: bool = False) -> jax.Array:

@@ -56,7 +56,7 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-from dmljax._src import arg_reduce, descriptor_path, dtypes, enums, fields, platform, shardings, tensor_desc
+from dmljax._src import arg_reduce, descriptor_path, dtypes, enums, fields, platform, shardings, tensor_desc, value_bits
 from dmljax._src import axes as axes_lib
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -372,10 +372,24 @@ def _l2_jvp(
 
 
 def _propagate_nan(x: jax.Array, axes: tuple[int, ...], extreme: jax.Array) -> jax.Array:
-  """NaN where any reduced element is NaN: XLA:CPU's vectorised max/min reductions may skip NaNs."""
+  """One of the block's NaNs where any reduced element is NaN: XLA:CPU's vectorised max/min reductions may skip NaNs.
+
+  The NaN returned is an element of the input, bit for bit (sign and payload): the one with the largest bit
+  pattern, found by an integer reduction (exact however the reduced axes are split over devices).
+  """
   if not dtypes.is_float(x.dtype) or not axes:
     return extreme
-  return jnp.where(jnp.any(jnp.isnan(x), axes, keepdims=True), np.array(np.nan, extreme.dtype), extreme)
+  bits = value_bits.to_bits(x)
+  nan_bits = jnp.max(jnp.where(jnp.isnan(x), bits, jnp.zeros((), bits.dtype)), axes, keepdims=True)
+  nan = value_bits.from_bits(nan_bits, x.dtype)  # no NaN in the block: bits 0, which is no NaN in any type
+  return jnp.where(jnp.isnan(nan), nan, extreme)
+
+
+def _integer_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
+  """MAX/MIN of integers; 4- and 2-bit ones reduced as 8-bit integers (XLA:CPU has no all-reduce for them)."""
+  wide = value_bits.to_bits(x)
+  out = jnp.max(wide, axes, keepdims=True) if find_max else jnp.min(wide, axes, keepdims=True)
+  return value_bits.from_bits(out, x.dtype)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
@@ -441,9 +455,9 @@ def _reduce(
   elif function == F.MULTIPLY:
     out = _product(a, axes)
   elif function == F.MAX:
-    out = _extreme(a, axes, True) if dtypes.is_float(a.dtype) else jnp.max(a, axes, keepdims=True)
+    out = _extreme(a, axes, True) if dtypes.is_float(a.dtype) else _integer_extreme(a, axes, True)
   else:
-    out = _extreme(a, axes, False) if dtypes.is_float(a.dtype) else jnp.min(a, axes, keepdims=True)
+    out = _extreme(a, axes, False) if dtypes.is_float(a.dtype) else _integer_extreme(a, axes, False)
   out = out.astype(dtype)
   return out if keepdims else jnp.squeeze(out, axes)
 

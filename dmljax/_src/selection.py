@@ -55,7 +55,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dmljax._src import platform, shardings
+from dmljax._src import dtypes, platform, shardings, value_bits
 from dmljax._src.strategies import dispatch
 
 Selected = tuple[jax.Array, jax.Array]
@@ -91,8 +91,11 @@ def _merge(values: jax.Array, indices: jax.Array, k: int, descending: bool, last
   Within a part, equal values lie in index order, and parts in sequence order, so among equal
   values a lower position is a lower global index: the kernel's tie-break is the global one.
   """
-  merged, position = local_top_k(values, k, descending, last)
-  return merged, jnp.take_along_axis(indices, position, axis=-1, mode="promise_in_bounds")
+  _, position = local_top_k(values, k, descending, last)
+  pick = functools.partial(jnp.take_along_axis, indices=position, axis=-1, mode="promise_in_bounds")
+  # The values are read as their bits: where XLA partitions this gather (the chunks on automatic axes), it
+  # becomes masked gathers and an all-reduce SUM, exact on integers only (-0.0 + 0.0 is +0.0, NaNs quieten).
+  return value_bits.from_bits(pick(value_bits.to_bits(values)), values.dtype), pick(indices)
 
 
 def _per_shard_top_k(
@@ -103,7 +106,8 @@ def _per_shard_top_k(
   start = lax.axis_index(names).astype(wide) * np.array(shard.shape[-1], wide)
   values, indices = _candidates(shard, k, descending, last, start, wide)
   axis = shard.ndim - 1
-  values = lax.all_gather(values, names, axis=axis, tiled=True)
+  # The candidates travel as their bits: XLA:CPU all-gathers bfloat16 as float32, which quiets NaNs.
+  values = value_bits.from_bits(lax.all_gather(value_bits.to_bits(values), names, axis=axis, tiled=True), values.dtype)
   indices = lax.all_gather(indices, names, axis=axis, tiled=True)
   return _merge(values, indices, k, descending, last)
 
@@ -185,15 +189,10 @@ def _top_k_by_chunks_abstract_eval(aval: Any, *, k: int, descending: bool, last:
   return [aval.update(shape=o.shape, dtype=o.dtype, weak_type=False) for o in outputs]
 
 
-def _program_devices(ctx: Any) -> int:
-  """The number of devices of the program a lowering rule is lowering (1 where the context names none)."""
-  return int(getattr(ctx.module_context.axis_context, "num_devices", 1))
-
-
 def _top_k_by_chunks_lowering(ctx: Any, sequences: Any, *, k: int, descending: bool, last: bool) -> Any:
   # Every axis split over mesh devices is split in a number of parts that divides both the axis length and
   # the device count, so in this many chunks no chunk straddles two devices.
-  chunks = math.gcd(ctx.avals_in[0].shape[-1], _program_devices(ctx))
+  chunks = math.gcd(ctx.avals_in[0].shape[-1], shardings.program_devices(ctx))
   if chunks == 1:
     select = functools.partial(local_top_k, k=k, descending=descending, last=last)
   else:
@@ -267,9 +266,14 @@ def _batched_selector(k: int, descending: bool, last: bool) -> Callable[[jax.Arr
 def top_k_last_axis(sequences: jax.Array, k: int, descending: bool, last: bool = False) -> Selected:
   """Values and int32 indices of the ``k`` first elements along the last axis, sharded or not.
 
-  ``last`` (with ``k == 1``) breaks ties by the highest index instead of the lowest.
+  ``last`` (with ``k == 1``) breaks ties by the highest index instead of the lowest. 4- and 2-bit integers
+  are selected as 8-bit ones (the same order, values and indices): XLA:CPU aborts the process on some
+  partitioned programs of 2-bit integers.
   """
-  return _batched_selector(k, descending, last)(sequences)
+  if dtypes.is_float(sequences.dtype):
+    return _batched_selector(k, descending, last)(sequences)
+  values, indices = _batched_selector(k, descending, last)(value_bits.to_bits(sequences))
+  return value_bits.from_bits(values, sequences.dtype), indices
 
 
 @top_k_last_axis.defjvp

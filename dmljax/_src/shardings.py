@@ -45,3 +45,8 @@ def splits_explicitly(x: jax.Array, axes: tuple[int, ...]) -> bool:
   """Whether an explicit-axes sharding (visible in ``x``'s type) splits any of ``axes``."""
   found = explicit_spec(x)
   return found is not None and any(found[1][a] is not None for a in axes)
+
+
+def program_devices(ctx: Any) -> int:
+  """The number of devices of the program a lowering rule is lowering (1 where the context names none)."""
+  return int(getattr(ctx.module_context.axis_context, "num_devices", 1))

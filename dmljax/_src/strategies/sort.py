@@ -16,7 +16,7 @@ import jax
 import numpy as np
 from jax import lax
 
-from dmljax._src import dtypes, rank_keys
+from dmljax._src import dtypes, rank_keys, value_bits
 from dmljax._src.strategies.case import Case, Selected, gathered
 
 # lax.top_k returns int32 indices; longer rows take the stable sort (tests lower this to cover that path).
@@ -50,8 +50,10 @@ def _stable_sort(x: jax.Array, case: Case, index_type: np.dtype) -> Selected:
   key = rank_keys.selection_key(x, case.largest_first)
   axis = key.ndim - 1
   iota = lax.broadcasted_iota(index_type, key.shape, axis)
-  _, order, values = lax.sort((~key, iota, x), dimension=axis, is_stable=True, num_keys=1)
-  return lax.slice_in_dim(values, 0, case.k, axis=axis), lax.slice_in_dim(order, 0, case.k, axis=axis)
+  # The values ride along as their bits: XLA:CPU sorts bfloat16 operands as float32, which quiets NaNs.
+  _, order, values = lax.sort((~key, iota, value_bits.to_bits(x)), dimension=axis, is_stable=True, num_keys=1)
+  values = value_bits.from_bits(lax.slice_in_dim(values, 0, case.k, axis=axis), x.dtype)
+  return values, lax.slice_in_dim(order, 0, case.k, axis=axis)
 
 
 def sorted_with_values(x: jax.Array, case: Case) -> Selected:
