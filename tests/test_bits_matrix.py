@@ -132,7 +132,7 @@ def _arg_op(find_max: bool, last: bool) -> Op:
   return Op(
     id=f"arg{'max' if find_max else 'min'}_{'last' if last else 'first'}",
     make=lambda rng, dtype: (sample(rng, dtype, (4, 40)),),
-    call=lambda x: fn(x, 1, direction=direction, keepdims=True, index_dtype=jnp.int32),
+    call=lambda x: fn(x, 1, ties="last" if last else "first", keepdims=True, index_dtype=jnp.int32),
     expect=lambda x: (None, ref_arg_reduce(x, (1,), "max" if find_max else "min", direction).astype(np.int32)),
     op_axis=1,
   )

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dmljax._src import dtypes
+from dmljax._src import dtypes, value_bits
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,11 +49,14 @@ Select = Callable[[jax.Array, Case], Selected]
 
 
 def gathered(select_indices: Callable[[jax.Array, Case], jax.Array]) -> Select:
-  """A strategy from one that finds the indices: the values are gathered at them (bit-exact)."""
+  """A strategy from one that finds the indices: the values' bits are gathered at them (bit-exact)."""
 
   def select(x: jax.Array, case: Case) -> Selected:
     indices = select_indices(x, case)
-    return jnp.take_along_axis(x, indices, axis=-1, mode="promise_in_bounds"), indices
+    # The gather moves bits: XLA may carry a float gather through float arithmetic (a partitioned one is masked
+    # gathers and an all-reduce SUM; narrow floats are converted), which changes NaN payloads and -0.0.
+    bits = jnp.take_along_axis(value_bits.to_bits(x), indices, axis=-1, mode="promise_in_bounds")
+    return value_bits.from_bits(bits, np.dtype(x.dtype)), indices
 
   select.__name__ = select_indices.__name__
   select.__doc__ = select_indices.__doc__
