@@ -8,6 +8,7 @@ entry), its distribution (a chi-square test over many keys), its determinism and
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -52,36 +53,42 @@ PS = (-0.5, 0.0, 1e-9, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99, 1.0, 1.5, NAN)
 MIN_PS = (-1.0, 0.0, 0.01, 0.1, 0.5, 0.9, 1.0, 2.0, NAN)
 
 
-@pytest.mark.parametrize("k", KS)
-def test_top_k_mask_hand_rows(k: int) -> None:
-  expected = ref.apply_rows(ref.keep_top_k, HAND_ROWS, np.int32(k))
-  assert_bitwise_equal(S.top_k_mask(HAND_ROWS, k), expected)
-  assert_bitwise_equal(S.top_k_mask(HAND_ROWS, k, max_k=3), expected)
+def _filters(max_k: int | None = 3) -> Any:
+  """All four filters in one program (one compilation), per-row parameters."""
+
+  @jax.jit
+  def run(x: jax.Array, k: jax.Array, p: jax.Array, m: jax.Array) -> tuple[jax.Array, ...]:
+    return S.top_k_mask(x, k), S.top_k_mask(x, k, max_k=max_k), S.top_p_mask(x, p), S.min_p_mask(x, m)
+
+  return run
 
 
-@pytest.mark.parametrize("p", PS)
-def test_top_p_mask_hand_rows(p: float) -> None:
-  assert_bitwise_equal(S.top_p_mask(HAND_ROWS, p), ref.apply_rows(ref.keep_top_p, HAND_ROWS, np.float32(p)))
+def _expected(logits: np.ndarray, k: np.ndarray, p: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, ...]:
+  top_k = ref.apply_rows(ref.keep_top_k, logits, k)
+  return top_k, top_k, ref.apply_rows(ref.keep_top_p, logits, p), ref.apply_rows(ref.keep_min_p, logits, m)
 
 
-@pytest.mark.parametrize("min_p", MIN_PS)
-def test_min_p_mask_hand_rows(min_p: float) -> None:
-  expected = ref.apply_rows(ref.keep_min_p, HAND_ROWS, np.float32(min_p))
-  assert_bitwise_equal(S.min_p_mask(HAND_ROWS, min_p), expected)
+def test_filters_on_hand_rows_against_reference() -> None:
+  """Ties at the boundary, -inf and NaN entries, all-equal rows, k = 1 and >= V, p = 0 and 1, per row."""
+  rows = len(KS) * len(PS) * len(MIN_PS)
+  logits = np.tile(HAND_ROWS, (rows, 1))
+  k = np.repeat(np.tile(np.array(KS, np.int32), rows // len(KS)), len(HAND_ROWS))
+  p = np.repeat(np.tile(np.repeat(np.array(PS, np.float32), len(KS)), len(MIN_PS)), len(HAND_ROWS))
+  m = np.repeat(np.repeat(np.array(MIN_PS, np.float32), len(KS) * len(PS)), len(HAND_ROWS))
+  for got, expected in zip(_filters()(logits, k, p, m), _expected(logits, k, p, m), strict=True):
+    assert_bitwise_equal(got, expected)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, jnp.bfloat16, np.float16])
-@pytest.mark.parametrize("make", [_ties, _normal])
-def test_filters_per_row_parameters_against_reference(dtype: Any, make: Any) -> None:
-  logits = make((3, 5, 40), dtype)
+def test_filters_per_row_parameters_against_reference(dtype: Any) -> None:
+  logits = np.concatenate([_ties((3, 5, 40), dtype), _normal((3, 5, 40), dtype)])
   logits[0, 0, 3] = NAN
-  k = _RNG.integers(-2, 45, (3, 5)).astype(np.int32)
-  p = _RNG.uniform(-0.1, 1.1, (3, 1)).astype(np.float32)
+  k = _RNG.integers(-2, 45, (6, 5)).astype(np.int32)
+  p = _RNG.uniform(-0.1, 1.1, (6, 1)).astype(np.float32)
   min_p = _RNG.uniform(0, 1, (5,)).astype(np.float32)
-  assert_bitwise_equal(S.top_k_mask(logits, k), ref.apply_rows(ref.keep_top_k, logits, k))
-  assert_bitwise_equal(S.top_k_mask(logits, k, max_k=8), ref.apply_rows(ref.keep_top_k, logits, k))
-  assert_bitwise_equal(S.top_p_mask(logits, p), ref.apply_rows(ref.keep_top_p, logits, p))
-  assert_bitwise_equal(S.min_p_mask(logits, min_p), ref.apply_rows(ref.keep_min_p, logits, min_p))
+  got = _filters(8)(logits, k, p, min_p)
+  for a, b in zip(got, _expected(logits, k, p, min_p), strict=True):
+    assert_bitwise_equal(a, b)
 
 
 def test_top_p_on_a_long_row_of_varied_weights() -> None:
@@ -101,7 +108,8 @@ def test_float64_logits_under_x64() -> None:
 
 
 def test_one_program_serves_every_parameter_value() -> None:
-  logits = jnp.asarray(_normal((4, 64)))
+  """Python numbers, NumPy scalars and arrays of k, p, min_p and temperature: one compilation each function."""
+  logits = jnp.asarray(_normal((2, 16)))
   key = jax.random.key(0)
   jitted = {
     "top_k": sampling_impl._top_k_mask,
@@ -110,25 +118,15 @@ def test_one_program_serves_every_parameter_value() -> None:
     "sample": sampling_impl._sample,
   }
   before = {name: fn._cache_size() for name, fn in jitted.items()}
-  for k, p, m, t in [(1, 0.1, 0.0, 0.0), (5, 0.5, 0.2, 0.7), (np.int32(9), np.float32(0.9), 0.5, 1.0)]:
+  values = [(1, 0.1, 0.0, 0.0), (5, 0.5, 0.2, 0.7), (np.int32(9), np.float32(0.9), 0.5, 1.0)]
+  values.append((jnp.array([3, 0], jnp.int32), jnp.array([0.3, 1.0], jnp.float32), jnp.float32(0.1), 2.0))
+  for k, p, m, t in values:
     S.top_k_mask(logits, k)
     S.top_p_mask(logits, p)
     S.min_p_mask(logits, m)
     S.sample(key, logits, temperature=t, top_k=k, top_p=p, min_p=m)
   after = {name: fn._cache_size() for name, fn in jitted.items()}
   assert {name: after[name] - before[name] for name in jitted} == dict.fromkeys(jitted, 1)
-
-  traces = []
-
-  @jax.jit
-  def step(key: jax.Array, logits: jax.Array, k: jax.Array, p: jax.Array, t: jax.Array) -> jax.Array:
-    traces.append(1)
-    return S.sample(key, logits, temperature=t, top_k=k, top_p=p, max_k=8)
-
-  for k, p, t in [(3, 0.5, 1.0), (20, 0.9, 0.5), (0, 1.0, 0.0)]:
-    step(key, logits, jnp.int32(k), jnp.float32(p), jnp.float32(t))
-  per_row = step(key, logits, jnp.arange(4, dtype=jnp.int32), jnp.full(4, 0.5, jnp.float32), jnp.ones(4, jnp.float32))
-  assert len(traces) == 2 and per_row.shape == (4,)  # scalar parameters, then per-row ones
 
 
 def _kept_sets(logits: np.ndarray, k: int | None, p: float | None, min_p: float | None) -> np.ndarray:
@@ -142,30 +140,39 @@ def _kept_sets(logits: np.ndarray, k: int | None, p: float | None, min_p: float 
   return rows
 
 
-@pytest.mark.parametrize(
-  ("k", "p", "min_p"), [(5, None, None), (None, 0.8, None), (None, None, 0.05), (6, 0.7, 0.05), (None, None, None)]
-)
-def test_sample_distribution_chi_square(k: int | None, p: float | None, min_p: float | None) -> None:
+CHI_SQUARE_CASES = ((5, None, None), (None, 0.8, None), (None, None, 0.05), (6, 0.7, 0.05), (None, None, None))
+
+
+def test_sample_distribution_chi_square() -> None:
+  """20000 draws per filter combination (one program for all) against the filtered softmax."""
   logits = np.log(np.array([0.3, 0.2, 0.15, 0.1, 0.1, 0.05, 0.04, 0.03, 0.02, 0.01], np.float32))
   logits = logits[np.random.default_rng(7).permutation(10)]
-  filtered = _kept_sets(logits[None], k, p, min_p)[0].astype(np.float64)
-  expected = np.exp(filtered - filtered.max())
-  expected /= expected.sum()
   draws = 20000
   keys = jax.random.split(jax.random.key(230), draws)
-  tokens = jax.vmap(lambda key: S.sample(key, logits, top_k=k, top_p=p, min_p=min_p))(keys)
-  counts = np.bincount(np.asarray(tokens), minlength=10)
-  assert np.all(counts[expected == 0] == 0)
-  support = expected > 0
-  statistic, p_value = stats.chisquare(counts[support], expected[support] * draws)
-  assert p_value > 1e-3, (statistic, counts, expected)
+
+  @jax.jit
+  def draw_all(keys: jax.Array) -> tuple[jax.Array, ...]:
+    return tuple(
+      jax.vmap(lambda key, k=k, p=p, m=m: S.sample(key, logits, top_k=k, top_p=p, min_p=m))(keys)
+      for k, p, m in CHI_SQUARE_CASES
+    )
+
+  for (k, p, min_p), tokens in zip(CHI_SQUARE_CASES, draw_all(keys), strict=True):
+    filtered = _kept_sets(logits[None], k, p, min_p)[0].astype(np.float64)
+    expected = np.exp(filtered - filtered.max())
+    expected /= expected.sum()
+    counts = np.bincount(np.asarray(tokens), minlength=10)
+    assert np.all(counts[expected == 0] == 0), (k, p, min_p)
+    support = expected > 0
+    statistic, p_value = stats.chisquare(counts[support], expected[support] * draws)
+    assert p_value > 1e-3, (k, p, min_p, statistic, counts, expected)
 
 
 def test_sample_takes_only_kept_entries_and_both_paths_agree() -> None:
-  logits = _ties((6, 50))
+  logits = _ties((6, 24))
   logits[:, :4] = NAN
   logits[5] = -INF
-  k = np.array([1, 3, 7, 12, 0, 5], np.int32)
+  k = np.array([1, 3, 7, 12, 2, 5], np.int32)
   p = np.array([0.5, 0.9, 1.0, 0.2, 0.6, 0.5], np.float32)
   kept = np.isfinite(_kept_sets(logits, None, None, None)) & False
   for row in range(6):
@@ -180,7 +187,7 @@ def test_sample_takes_only_kept_entries_and_both_paths_agree() -> None:
     tokens = np.asarray(whole)
     assert np.all(kept[np.arange(5), tokens[:5]])
     assert tokens[5] == 0  # an all -inf row draws index 0
-  fallback = S.sample(jax.random.key(3), logits, top_k=k, top_p=p, max_k=4)  # k = 7, 12 and 0 exceed max_k
+  fallback = S.sample(jax.random.key(3), logits, top_k=k, top_p=p, max_k=4)  # k = 7 and 12 exceed max_k
   assert_bitwise_equal(fallback, S.sample(jax.random.key(3), logits, top_k=k, top_p=p))
 
 
@@ -188,20 +195,29 @@ def test_sample_is_deterministic_per_key_and_greedy_at_temperature_zero() -> Non
   logits = _ties((4, 3, 30))
   logits[0, 0, 0] = NAN
   logits[1, 1] = NAN
-  key = jax.random.key(5)
-  first = S.sample(key, logits, top_p=0.9)
-  assert_bitwise_equal(S.sample(key, logits, top_p=0.9), first)
-  assert not np.array_equal(np.asarray(S.sample(jax.random.key(6), logits)), np.asarray(S.sample(key, logits)))
-  expected = ref.greedy(logits)
-  for options in ({}, {"top_k": 3}, {"top_k": 3, "max_k": 4}, {"top_p": 0.5, "min_p": 0.1}):
-    assert_bitwise_equal(S.sample(key, logits, temperature=0, **options), expected)
   temperature = np.array([0.0, 1.0, 0.0], np.float32)  # per row (the last batch axis)
-  mixed = np.asarray(S.sample(key, logits, temperature=temperature))
-  assert_bitwise_equal(mixed[:, [0, 2]], expected[:, [0, 2]])
+
+  @jax.jit
+  def run(key: jax.Array, x: jax.Array) -> tuple[jax.Array, ...]:
+    greedy = [
+      S.sample(key, x, temperature=0, **options)
+      for options in ({}, {"top_k": 3}, {"top_k": 3, "max_k": 4}, {"top_p": 0.5, "min_p": 0.1})
+    ]
+    return S.sample(key, x, top_p=0.9), S.sample(key, x, temperature=temperature), *greedy
+
+  key = jax.random.key(5)
+  first, mixed, *greedy = run(key, logits)
+  again = run(key, logits)
+  assert_bitwise_equal(again[0], first)
+  assert not np.array_equal(np.asarray(run(jax.random.key(6), logits)[0]), np.asarray(first))
+  expected = ref.greedy(logits)
+  for tokens in greedy:
+    assert_bitwise_equal(tokens, expected)
+  assert_bitwise_equal(np.asarray(mixed)[:, [0, 2]], expected[:, [0, 2]])
 
 
 def test_vmap_over_keys_and_logits() -> None:
-  logits = _normal((5, 3, 40))
+  logits = _normal((5, 3, 12))
   keys = jax.random.split(jax.random.key(9), 5)
   k = np.array([1, 2, 3, 4, 5], np.int32)
   batched = jax.vmap(lambda key, x, k: S.sample(key, x, top_k=k, top_p=0.9, max_k=4))(keys, logits, k)
@@ -213,20 +229,23 @@ def test_vmap_over_keys_and_logits() -> None:
   assert_bitwise_equal(masks, ref.apply_rows(ref.keep_top_p, logits, np.float32(0.5)))
 
 
-@pytest.mark.parametrize("which", ["top_k", "top_p", "min_p"])
-def test_jvp_of_masked_logits_flows_to_kept_entries_only(which: str) -> None:
+def test_jvp_and_grad_of_masked_logits_flow_to_kept_entries_only() -> None:
   logits = jnp.asarray(_normal((3, 20)))
   tangent = jnp.asarray(_normal((3, 20)))
-  fn = {
-    "top_k": lambda x: S.top_k_mask(x, 4),
-    "top_p": lambda x: S.top_p_mask(x, 0.7),
-    "min_p": lambda x: S.min_p_mask(x, 0.2),
-  }[which]
-  out, out_tangent = jax.jvp(fn, (logits,), (tangent,))
-  kept = np.isfinite(np.asarray(out))
-  assert_bitwise_equal(out_tangent, np.where(kept, np.asarray(tangent), np.float32(0)))
-  grad = jax.grad(lambda x: jnp.sum(jnp.where(jnp.isfinite(fn(x)), fn(x), 0.0)))(logits)
-  assert_bitwise_equal(grad, kept.astype(np.float32))
+  filters = (lambda x: S.top_k_mask(x, 4), lambda x: S.top_p_mask(x, 0.7), lambda x: S.min_p_mask(x, 0.2))
+
+  @jax.jit
+  def run(x: jax.Array, t: jax.Array) -> tuple[Any, ...]:
+    def kept_sum(fn: Any, x: jax.Array) -> jax.Array:
+      y = fn(x)
+      return jnp.sum(jnp.where(jnp.isfinite(y), y, np.float32(0)))
+
+    return tuple((jax.jvp(fn, (x,), (t,)), jax.grad(functools.partial(kept_sum, fn))(x)) for fn in filters)
+
+  for (out, out_tangent), grad in run(logits, tangent):
+    kept = np.isfinite(np.asarray(out))
+    assert_bitwise_equal(out_tangent, np.where(kept, np.asarray(tangent), np.float32(0)))
+    assert_bitwise_equal(grad, kept.astype(np.float32))
 
 
 BAD_CALLS = [
@@ -270,20 +289,19 @@ def test_traced_out_of_range_values_follow_the_rules() -> None:
   assert not np.any(np.isnan(np.asarray(run(jnp.int32(100), jnp.float32(np.nan), jnp.float32(np.nan))[1])))
 
 
-def _hlo(fn: Any, *args: Any) -> str:
-  return jax.jit(fn).lower(*args).compile().as_text()
-
-
-def test_compiled_cpu_programs_sort_nothing() -> None:
+def test_compiled_cpu_program_sorts_nothing() -> None:
   logits = jnp.zeros((8, 4096), jnp.float32)
   key = jax.random.key(0)
-  programs = {
-    "top_k_mask": _hlo(S.top_k_mask, logits, jnp.int32(5)),
-    "top_p_mask": _hlo(S.top_p_mask, logits, jnp.float32(0.9)),
-    "min_p_mask": _hlo(S.min_p_mask, logits, jnp.float32(0.1)),
-    "sample": _hlo(lambda x, k, p: S.sample(key, x, top_k=k, top_p=p, min_p=0.1), logits, jnp.int32(5), 0.9),
-    "sample max_k": _hlo(lambda x, k: S.sample(key, x, top_k=k, top_p=0.9, max_k=64), logits, jnp.int32(5)),
-  }
-  for name, text in programs.items():
-    sorts = [line for line in text.splitlines() if " sort(" in line and "4096]" in line.split(" sort(")[0]]
-    assert not sorts, (name, sorts)
+
+  def everything(x: jax.Array, k: jax.Array, p: jax.Array) -> tuple[jax.Array, ...]:
+    return (
+      S.top_k_mask(x, k),
+      S.top_p_mask(x, p),
+      S.min_p_mask(x, p),
+      S.sample(key, x, top_k=k, top_p=p, min_p=0.1),
+      S.sample(key, x, top_k=k, top_p=p, max_k=64),
+    )
+
+  text = jax.jit(everything).lower(logits, jnp.int32(5), jnp.float32(0.9)).compile().as_text()
+  sorts = [line for line in text.splitlines() if " sort(" in line]
+  assert not sorts, sorts
