@@ -6,6 +6,7 @@ Two paths share one implementation per operator: the functional path
 descriptor such as :class:`TopK1Desc`).
 """
 
+from dmljax import sampling as sampling
 from dmljax._src.arg_reduce import ArgMaxDesc, ArgMinDesc, argmax, argmin
 from dmljax._src.axes import AxisDirection
 from dmljax._src.dtypes import DataType

@@ -2,8 +2,9 @@
 
 A toy decoder (an embedding table and an output projection) generates tokens for a batch of prompts: each
 step looks up the last token's embedding with ``dml.gather_nd``, computes the logits over the whole
-vocabulary, keeps the ``k`` likeliest with ``dml.top_k``, draws one of them and maps it back to its token
-id. The output projection's columns (the vocabulary) and the embedding table's rows are split over 8 CPU
+vocabulary and draws the next token with ``dml.sampling.sample``, whose ``top_k`` and ``top_p`` change at
+every step (they are data: one compiled program serves every schedule, asserted). The output projection's
+columns (the vocabulary) and the embedding table's rows are split over 8 CPU
 devices in 2 processes (``examples/local_cluster.py`` starts them on this machine and joins them through
 ``jax.distributed``), so the logits of one step lie on 8 devices, 4 in each process.
 
@@ -39,6 +40,7 @@ FULL = {"vocab": 65536, "hidden": 64, "batch": 16, "steps": 32, "k": 50}
 FAST = {"vocab": 16384, "hidden": 32, "batch": 8, "steps": 12, "k": 40}
 PROCESSES, DEVICES = 2, 4  # CPU devices in each process
 TEMPERATURE = 8.0
+MAX_K = 64  # a static bound on the top_k values of the schedule: above it, sample still filters exactly
 
 
 def init(settings: dict[str, int], seed: int = 0) -> dict[str, np.ndarray]:
@@ -52,26 +54,39 @@ def init(settings: dict[str, int], seed: int = 0) -> dict[str, np.ndarray]:
   }
 
 
-def decode(params: dict[str, jax.Array], prompt: jax.Array, steps: int, k: int, seed: int = 1) -> jax.Array:
-  """``steps`` tokens for every prompt token, each drawn from the ``k`` likeliest of the step's logits."""
+def schedule(settings: dict[str, int], shift: int = 0) -> tuple[np.ndarray, np.ndarray]:
+  """Per-step ``top_k`` and ``top_p``, changed at every step (data, not static arguments: no recompilation)."""
+  steps, k = settings["steps"], settings["k"]
+  ks = np.array([k, k // 2, 0, k, 3, k // 4][shift:] * steps, np.int32)[:steps]  # 0: top-k off
+  ps = np.array([1.0, 0.9, 0.95, 0.5, 0.99][shift:] * steps, np.float32)[:steps]
+  return ks, ps
 
-  def step(token: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+
+def decode(params: dict[str, jax.Array], prompt: jax.Array, ks: jax.Array, ps: jax.Array, seed: int = 1) -> jax.Array:
+  """A token for every prompt token at each step, drawn with that step's ``top_k`` and ``top_p``."""
+
+  def step(token: jax.Array, per_step: tuple[jax.Array, jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+    key, k, p = per_step
     hidden = dml.gather_nd(params["embedding"], token[:, None])  # (batch, hidden)
     logits = hidden @ params["projection"]  # (batch, vocab), split over the devices along the vocabulary
-    top_logits, top_ids = dml.top_k(logits, k)  # (batch, k) each, on every device
-    choice = jax.random.categorical(key, top_logits / TEMPERATURE)
-    token = dml.gather_nd(top_ids, choice[:, None], batch_dims=1)
-    return token.astype(jnp.int32), token
+    # Every device filters its own part of the vocabulary; only per-row sums and candidates cross devices.
+    token = dml.sampling.sample(key, logits, temperature=TEMPERATURE, top_k=k, top_p=p, max_k=MAX_K)
+    return token, token
 
-  _, tokens = jax.lax.scan(step, prompt, jax.random.split(jax.random.key(seed), steps))
+  keys = jax.random.split(jax.random.key(seed), ks.shape[0])
+  _, tokens = jax.lax.scan(step, prompt, (keys, ks, ps))
   return tokens.T
 
 
-def generate(arrays: dict[str, Any], settings: dict[str, int]) -> jax.Array:
+DECODE = jax.jit(decode)
+
+
+def generate(arrays: dict[str, Any], settings: dict[str, int], shift: int = 0) -> jax.Array:
   """:func:`decode` under ``jax.jit`` on the arrays of :func:`init` (NumPy, or placed on devices)."""
   params = dict(arrays)
   prompt = params.pop("prompt")
-  return jax.jit(decode, static_argnums=(2, 3))(params, prompt, settings["steps"], settings["k"])
+  ks, ps = schedule(settings, shift)
+  return DECODE(params, prompt, ks, ps)
 
 
 def selection_bytes(select: Any, logits: jax.Array) -> int:
@@ -95,6 +110,9 @@ def worker(settings: dict[str, int], out_dir: pathlib.Path) -> None:
     for name, a in arrays.items()
   }
   tokens = np.asarray(generate(placed, settings).addressable_data(0))  # replicated: every device holds all of it
+  other = generate(placed, settings, shift=2)  # another k and p schedule: the same compiled program
+  assert DECODE._cache_size() == 1, "a new top_k/top_p schedule must not recompile"
+  del other
 
   k = settings["k"]
   logits = jax.ShapeDtypeStruct(
@@ -103,6 +121,10 @@ def worker(settings: dict[str, int], out_dir: pathlib.Path) -> None:
   moved = {
     "dml_bytes": selection_bytes(lambda x: dml.top_k(x, k), logits),
     "lax_bytes": selection_bytes(lambda x: jax.lax.top_k(x, k), logits),
+    "sample_bytes": selection_bytes(
+      lambda x: dml.sampling.sample(jax.random.key(0), x, top_k=jnp.int32(k), top_p=jnp.float32(0.9), max_k=MAX_K),
+      logits,
+    ),
   }
   np.savez(out_dir / f"process_{jax.process_index()}.npz", tokens=tokens, **moved)
 
@@ -124,9 +146,11 @@ def main(fast: bool = False) -> dict[str, Any]:
   candidates = shards * k * batch * (4 + 4)  # every shard's k values (float32) and indices (int32), per device
   logits = batch * vocab * 4
   dml_bytes, lax_bytes = int(runs[0]["dml_bytes"]), int(runs[0]["lax_bytes"])
+  sample_bytes = int(runs[0]["sample_bytes"])
   print(f"vocabulary {vocab} over {shards} devices in {PROCESSES} processes, batch {batch}, k {k}")
   print(f"bytes one selection moves to each device: dml.top_k {dml_bytes:,} | jax.lax.top_k {lax_bytes:,}")
   print(f"  (the candidates of every shard: {candidates:,}; all the logits: {logits:,})")
+  print(f"bytes of the collectives of one sample(top_k, top_p) step (each counted once): {sample_bytes:,}")
   print("first prompt's tokens:", alone[0].tolist())
   same = all(np.array_equal(run["tokens"], alone) for run in runs)
   print("two processes generate the one-process tokens:", same)
@@ -137,6 +161,7 @@ def main(fast: bool = False) -> dict[str, Any]:
     "same_tokens": same,
     "dml_bytes": dml_bytes,
     "lax_bytes": lax_bytes,
+    "sample_bytes": sample_bytes,
     "candidate_bytes": candidates,
     "logit_bytes": logits,
     "distinct_tokens": len(np.unique(alone)),

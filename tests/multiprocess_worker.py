@@ -78,6 +78,19 @@ def _grad_gather(table: jax.Array, ids: jax.Array) -> jax.Array:
   return jax.grad(lambda t: jnp.sum(dml.gather_nd(t, ids) * VALUES_AT))(table)
 
 
+def _sampling(x: jax.Array) -> tuple[jax.Array, ...]:
+  """Every sampling filter and a draw, per-row k and p, over the split vocabulary."""
+  k = jnp.array([1, 8, 1500, 0], jnp.int32)
+  p = jnp.array([0.5, 0.9, 0.99, 1.0], jnp.float32)
+  key = jax.random.key(23)
+  return (
+    dml.sampling.top_k_mask(x, k),
+    dml.sampling.top_p_mask(x, p),
+    dml.sampling.min_p_mask(x, 0.2),
+    dml.sampling.sample(key, x, temperature=0.8, top_k=k, top_p=p, min_p=0.05),
+  )
+
+
 ACROSS = P(None, ("p", "x"))  # the last axis over all 8 devices, 4 in each process
 CASES = [
   Case("top_k", lambda x: dml.top_k(x, K), (X,), (ACROSS,)),
@@ -98,6 +111,7 @@ CASES = [
   Case("one_hot", lambda i: dml.one_hot(i[:, 0], 16, on_value=3.0, off_value=-1.0), (LABELS,), (P(("p", "x")),)),
   Case("grad_top_k", _grad_top_k, (X,), (ACROSS,)),
   Case("grad_gather_nd", _grad_gather, (TABLE, IDS), (P(("p", "x")), P())),
+  Case("sampling", _sampling, (X,), (ACROSS,)),
 ]
 # Sums of exponentials are not exact: their order may move the last bit (relative tolerance).
 INEXACT = {"reduce": 4 * float(np.finfo(np.float32).eps), "reduce_two_axes": 4 * float(np.finfo(np.float32).eps)}

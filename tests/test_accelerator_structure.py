@@ -242,3 +242,39 @@ def test_skip_reasons_name_the_install_command() -> None:
   """Where the packages are missing, the skip says how to install them."""
   for problem in (GPU_PROBLEM, TPU_PROBLEM):
     assert problem is None or "not installed" not in problem or availability.INSTALL in problem
+
+
+# dmljax.sampling (issue 23): the decode-step programs of benchmarks/sampling.py sort no row, compiled for each target.
+SAMPLING_ROWS = ((8, 32000),)  # 64 x 128256 holds too (checked once; 4 min of TPU compile, left out of CI)
+
+
+def _sampling_summaries(target: str, batch: int, vocab: int) -> dict[str, Any]:
+  import dmljax as dml
+  from benchmarks import sampling
+  from benchmarks.compiled import devices, program
+
+  device = devices.devices(target)[0]
+  x = devices.place((batch, vocab), "float32", device)
+  key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=x.sharding)
+  k, p = devices.place((), "int32", device), devices.place((), "float32", device)
+  programs = {
+    "top_k": (sampling.dml_top_k, (key, x, k)),
+    "top_p": (sampling.dml_top_p, (key, x, p)),
+    "top_k_top_p": (sampling.dml_top_k_top_p, (key, x, k, p)),
+    "top_p_mask": (dml.sampling.top_p_mask, (x, p)),
+  }
+  return {name: program.compile_and_summarize(fn, *args, row=vocab) for name, (fn, args) in programs.items()}
+
+
+@needs_gpu
+@pytest.mark.parametrize(("batch", "vocab"), SAMPLING_ROWS)
+def test_h100_sampling_sorts_no_row(batch: int, vocab: int) -> None:
+  for name, s in _sampling_summaries("h100", batch, vocab).items():
+    assert s.whole_row_sorts == 0, f"{name} ({batch} x {vocab}) on h100: {_describe(s)}"
+
+
+@needs_tpu
+@pytest.mark.parametrize(("batch", "vocab"), SAMPLING_ROWS)
+def test_tpu_v5e_sampling_sorts_no_row(batch: int, vocab: int) -> None:
+  for name, s in _sampling_summaries("tpu-v5e", batch, vocab).items():
+    assert s.whole_row_sorts == 0, f"{name} ({batch} x {vocab}) on tpu-v5e: {_describe(s)}"

@@ -56,8 +56,17 @@ def test_functions_and_descriptors_document_arguments_and_errors(name):
 
 def test_the_api_reference_lists_every_public_name():
   api = (DOCS / "api.rst").read_text()
-  documented = set(re.findall(r"^\.\. auto(?:function|class|exception):: (\w+)", api, re.M))
+  documented = set(re.findall(r"^\.\. auto(?:function|class|exception):: (\w+)$", api, re.M))
   assert documented == set(dml.__all__)
+  sampling = set(re.findall(r"^\.\. autofunction:: dmljax\.sampling\.(\w+)$", api, re.M))
+  assert sampling == set(dml.sampling.__all__)
+
+
+@pytest.mark.parametrize("name", sorted(dml.sampling.__all__))
+def test_sampling_functions_document_arguments_errors_and_an_example(name):
+  doc = inspect.getdoc(getattr(dml.sampling, name))
+  assert "Args:" in doc and "Raises:" in doc and "DescriptorError" in doc
+  assert "Example:" in doc and ">>> " in doc
 
 
 def dml_member(field: str) -> str:

@@ -84,6 +84,7 @@ def test_sharded_decoding(monkeypatch):
   assert result["same_tokens"]
   # Only every shard's candidates cross devices, where jax.lax.top_k gathers all the logits.
   assert result["dml_bytes"] <= result["candidate_bytes"] < result["logit_bytes"] <= result["lax_bytes"]
+  assert result["sample_bytes"] < result["logit_bytes"] // 10  # per-row sums and candidates, not the vocabulary
   assert result["distinct_tokens"] > 50  # 8 prompts x 12 steps, sampled, not a fixed point
 
 

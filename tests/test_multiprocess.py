@@ -119,6 +119,14 @@ def test_argmin_over_several_sharded_axes_on_automatic_axes(run: tuple[pathlib.P
   assert moved["auto/arg_several_axes"] < SHARD and moved["auto/reduce_two_axes"] < SHARD, moved
 
 
+def test_sampling_moves_per_row_sums_not_the_vocabulary(run: tuple[pathlib.Path, float]) -> None:
+  """The filters' searches and the draw exchange a few int32 per row and pass (each collective counted once)."""
+  moved = _moved(run)
+  gather = worker.X.nbytes  # an all-gather of the logits
+  for kind in ("auto", "explicit"):
+    assert moved[f"{kind}/sampling"] < gather // 20, (kind, moved[f"{kind}/sampling"], gather)
+
+
 def test_two_processes_take_under_a_minute(run: tuple[pathlib.Path, float]) -> None:
   """Launch, join, compile and run every case on both kinds of mesh, and shut down: about 26 s on 2 cores."""
   assert run[1] < 60, f"{run[1]:.0f} s"

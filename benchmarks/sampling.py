@@ -1,0 +1,252 @@
+"""Decode-step sampling: dmljax.sampling against the recipes users write today (issue 23, point 6).
+
+Rows: batch 1, 8 and 64 over vocabularies of 32,000, 128,256 and 256,000 float32 logits. Contenders:
+
+* ``top_k``: ``dml.sampling.sample(key, x, top_k=k, max_k=64)`` with ``k`` traced, against the static-k native
+  recipe (``jax.lax.top_k`` + ``jax.random.categorical`` over the k candidates, k = 50);
+* ``top_p``: ``sample(key, x, top_p=p)`` with ``p`` traced, against the sort recipe (``jnp.argsort``, softmax,
+  ``cumsum``, mask, scatter back, ``categorical``) and PyTorch's (``torch.sort`` + ``cumsum`` + ``multinomial``);
+* ``top_k_top_p``: ``sample(key, x, top_k=k, top_p=p, max_k=64)`` against the sort recipe with both filters and
+  PyTorch's (``torch.topk`` then the sort recipe over the k candidates);
+* trace + compile seconds of each JAX program (``jax.jit(f).lower(...).compile()`` on fresh functions).
+
+Timings interleave the contenders round by round and report medians. ``--compiled`` adds the programs compiled
+(not run) for an H100 and a TPU v5e (the ``aot`` extra): whole-row sorts and XLA's / the roofline's estimate.
+Results: ``benchmarks/results/sampling-cpu.{json,md}`` (and ``sampling-compiled.{json,md}``).
+
+Run: ``python -m benchmarks.sampling`` (``--quick`` for batch 8 x 32,000 only; ``--rows 1x32000,8x128256``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import dmljax as dml
+
+RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+ROWS = tuple((b, v) for b in (1, 8, 64) for v in (32000, 128256, 256000))
+K, P, MAX_K = 50, 0.9, 64
+
+
+def native_top_k(key: jax.Array, x: jax.Array) -> jax.Array:
+  values, indices = jax.lax.top_k(x, K)
+  choice = jax.random.categorical(key, values, axis=-1)
+  return jnp.take_along_axis(indices, choice[:, None], axis=-1)[:, 0]
+
+
+def sort_top_p(key: jax.Array, x: jax.Array, p: jax.Array, k: int | None = None) -> jax.Array:
+  """The sort-based nucleus users write: sort descending, cumulative softmax, mask, scatter back, draw."""
+  order = jnp.argsort(-x, axis=-1)
+  ordered = jnp.take_along_axis(x, order, axis=-1)
+  if k is not None:
+    ordered = jnp.where(jnp.arange(x.shape[-1]) < k, ordered, -jnp.inf)
+  probs = jax.nn.softmax(ordered, axis=-1)
+  before = jnp.cumsum(probs, axis=-1) - probs
+  ordered = jnp.where(before < p, ordered, -jnp.inf)
+  rows = jnp.arange(x.shape[0])[:, None]
+  masked = jnp.full_like(x, -jnp.inf).at[rows, order].set(ordered)
+  return jax.random.categorical(key, masked, axis=-1)
+
+
+def dml_top_k(key: jax.Array, x: jax.Array, k: jax.Array) -> jax.Array:
+  return dml.sampling.sample(key, x, top_k=k, max_k=MAX_K)
+
+
+def dml_top_p(key: jax.Array, x: jax.Array, p: jax.Array) -> jax.Array:
+  return dml.sampling.sample(key, x, top_p=p)
+
+
+def dml_top_k_top_p(key: jax.Array, x: jax.Array, k: jax.Array, p: jax.Array) -> jax.Array:
+  return dml.sampling.sample(key, x, top_k=k, top_p=p, max_k=MAX_K)
+
+
+def _jax_contenders(batch: int, vocab: int) -> dict[str, dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]]:
+  x = jnp.asarray(np.random.default_rng(vocab + batch).standard_normal((batch, vocab), np.float32) * 3)
+  key, k, p = jax.random.key(0), jnp.int32(K), jnp.float32(P)
+  return {
+    "top_k": {"dmljax (traced k)": (dml_top_k, (key, x, k)), "native (static k)": (native_top_k, (key, x))},
+    "top_p": {"dmljax": (dml_top_p, (key, x, p)), "sort recipe": (sort_top_p, (key, x, p))},
+    "top_k_top_p": {
+      "dmljax": (dml_top_k_top_p, (key, x, k, p)),
+      "sort recipe": (lambda key, x, p: sort_top_p(key, x, p, K), (key, x, p)),
+    },
+  }
+
+
+def _torch_contenders(batch: int, vocab: int) -> dict[str, Callable[[], Any]]:
+  try:
+    import torch
+  except ImportError:
+    return {}
+  x = torch.from_numpy(np.random.default_rng(vocab + batch).standard_normal((batch, vocab), np.float32) * 3)
+  generator = torch.Generator().manual_seed(0)
+
+  def top_p(logits: Any) -> Any:
+    ordered, order = torch.sort(logits, dim=-1, descending=True)
+    probs = torch.softmax(ordered, dim=-1)
+    before = torch.cumsum(probs, dim=-1) - probs
+    ordered = ordered.masked_fill(before >= P, float("-inf"))
+    choice = torch.multinomial(torch.softmax(ordered, dim=-1), 1, generator=generator)
+    return torch.gather(order, -1, choice)
+
+  def top_k_top_p() -> Any:
+    values, indices = torch.topk(x, K, dim=-1)
+    return torch.gather(indices, -1, top_p(values))
+
+  return {"top_p": lambda: top_p(x), "top_k_top_p": top_k_top_p}
+
+
+def _median_interleaved(calls: dict[str, Callable[[], Any]], rounds: int, inner: int) -> dict[str, float]:
+  samples: dict[str, list[float]] = {name: [] for name in calls}
+  for _ in range(rounds):
+    for name, call in calls.items():
+      start = time.perf_counter()
+      for _ in range(inner):
+        out = call()
+      jax.block_until_ready(out) if not hasattr(out, "numpy") else None
+      samples[name].append((time.perf_counter() - start) / inner)
+  return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def _compile_seconds(fn: Callable[..., Any], args: tuple[Any, ...], repeats: int) -> float:
+  times = []
+  for _ in range(repeats):
+    fresh = jax.jit(lambda *a, fn=fn: fn(*a))  # a new function: nothing cached
+    start = time.perf_counter()
+    fresh.lower(*args).compile()
+    times.append(time.perf_counter() - start)
+  return statistics.median(times)
+
+
+def measure_row(batch: int, vocab: int, rounds: int, compile_repeats: int) -> dict[str, Any]:
+  row: dict[str, Any] = {"batch": batch, "vocab": vocab}
+  torch_calls = _torch_contenders(batch, vocab)
+  for workload, contenders in _jax_contenders(batch, vocab).items():
+    calls: dict[str, Callable[[], Any]] = {}
+    compile_s = {}
+    for name, (fn, args) in contenders.items():
+      compiled = jax.jit(fn).lower(*args).compile()
+      calls[name] = lambda compiled=compiled, args=args: compiled(*args)
+      compile_s[name] = _compile_seconds(fn, args, compile_repeats)
+    if workload in torch_calls:
+      calls["pytorch"] = torch_calls[workload]
+    inner = 3 if batch * vocab >= 8 * 128256 else 10
+    row[workload] = {"seconds": _median_interleaved(calls, rounds, inner), "trace_compile_seconds": compile_s}
+  return row
+
+
+def _ratios(row: dict[str, Any]) -> dict[str, float]:
+  k, p, kp = row["top_k"], row["top_p"], row["top_k_top_p"]
+  out = {
+    "top_k / native": k["seconds"]["dmljax (traced k)"] / k["seconds"]["native (static k)"],
+    "top_p / sort": p["seconds"]["dmljax"] / p["seconds"]["sort recipe"],
+    "top_k+top_p / sort": kp["seconds"]["dmljax"] / kp["seconds"]["sort recipe"],
+    "compile top_k / native": k["trace_compile_seconds"]["dmljax (traced k)"]
+    / k["trace_compile_seconds"]["native (static k)"],
+    "compile top_p / sort": p["trace_compile_seconds"]["dmljax"] / p["trace_compile_seconds"]["sort recipe"],
+  }
+  if "pytorch" in p["seconds"]:
+    out["top_p / pytorch"] = p["seconds"]["dmljax"] / p["seconds"]["pytorch"]
+    out["top_k+top_p / pytorch"] = kp["seconds"]["dmljax"] / kp["seconds"]["pytorch"]
+  return out
+
+
+def _markdown(rows: list[dict[str, Any]], conditions: str) -> str:
+  lines = [
+    "# Sampling decode step, CPU (medians, interleaved)",
+    "",
+    conditions,
+    "",
+    "| batch x vocab | dmljax top_k (traced k) | native top_k (k=50) | ratio | dmljax top_p | sort top_p | ratio "
+    "| pytorch top_p | dmljax top_k+top_p | sort top_k+top_p | ratio | pytorch top_k+top_p "
+    "| compile dmljax top_k / native | compile dmljax top_p / sort |",
+    "|---" * 14 + "|",
+  ]
+  for row in rows:
+    k, p, kp, r = row["top_k"]["seconds"], row["top_p"]["seconds"], row["top_k_top_p"]["seconds"], row["ratios"]
+
+    def ms(s: float | None) -> str:
+      return "-" if s is None else f"{s * 1e3:.3f} ms"
+
+    lines.append(
+      f"| {row['batch']} x {row['vocab']} | {ms(k['dmljax (traced k)'])} | {ms(k['native (static k)'])} "
+      f"| {r['top_k / native']:.2f} | {ms(p['dmljax'])} | {ms(p['sort recipe'])} | {r['top_p / sort']:.2f} "
+      f"| {ms(p.get('pytorch'))} | {ms(kp['dmljax'])} | {ms(kp['sort recipe'])} | {r['top_k+top_p / sort']:.2f} "
+      f"| {ms(kp.get('pytorch'))} | {r['compile top_k / native']:.2f} | {r['compile top_p / sort']:.2f} |"
+    )
+  return "\n".join(lines) + "\n"
+
+
+def compiled_figures(targets: tuple[str, ...] = ("h100", "tpu-v5e"), batch: int = 8, vocab: int = 128256) -> Any:
+  """Whole-row sorts and estimated seconds of each recipe compiled (not run) for each target."""
+  from benchmarks.compiled import devices, program
+
+  out: dict[str, Any] = {"batch": batch, "vocab": vocab, "targets": {}}
+  for target in targets:
+    device = devices.devices(target)[0]
+    x = devices.place((batch, vocab), jnp.float32, device)
+    key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=x.sharding)
+    k = devices.place((), jnp.int32, device)
+    p = devices.place((), jnp.float32, device)
+    recipes = {
+      "dmljax top_k (traced k)": (dml_top_k, (key, x, k)),
+      "native top_k (static k)": (native_top_k, (key, x)),
+      "dmljax top_p": (dml_top_p, (key, x, p)),
+      "sort top_p": (sort_top_p, (key, x, p)),
+      "dmljax top_k+top_p": (dml_top_k_top_p, (key, x, k, p)),
+      "sort top_k+top_p": (lambda key, x, p: sort_top_p(key, x, p, K), (key, x, p)),
+    }
+    figures = {}
+    for name, (fn, args) in recipes.items():
+      s = program.compile_and_summarize(fn, *args, row=vocab)
+      figures[name] = {"whole_row_sorts": s.whole_row_sorts, "estimate_s": s.estimate_s, "launches": s.launches}
+    out["targets"][target] = figures
+  return out
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--quick", action="store_true", help="batch 8 x vocab 32,000 only")
+  parser.add_argument("--rows", default=None, help="comma-separated BATCHxVOCAB, e.g. 1x32000,64x256000")
+  parser.add_argument("--rounds", type=int, default=7)
+  parser.add_argument("--compile-repeats", type=int, default=3)
+  parser.add_argument("--compiled", action="store_true", help="also compile for an H100 and a TPU v5e (aot extra)")
+  parser.add_argument("--out", default=str(RESULTS))
+  args = parser.parse_args()
+  rows = ROWS
+  if args.quick:
+    rows = ((8, 32000),)
+  elif args.rows:
+    rows = tuple(tuple(int(n) for n in r.split("x")) for r in args.rows.split(","))  # type: ignore[misc]
+  out = pathlib.Path(args.out)
+  results = []
+  for batch, vocab in rows:
+    row = measure_row(batch, vocab, args.rounds, args.compile_repeats)
+    row["ratios"] = _ratios(row)
+    print(json.dumps({"batch": batch, "vocab": vocab, **row["ratios"]}), flush=True)
+    results.append(row)
+  conditions = (
+    f"{jax.devices()[0].device_kind}, jax {jax.__version__}, {args.rounds} interleaved rounds; "
+    f"k = {K} (dmljax: traced, max_k = {MAX_K}), p = {P} (traced)."
+  )
+  out.mkdir(parents=True, exist_ok=True)
+  (out / "sampling-cpu.json").write_text(json.dumps({"conditions": conditions, "rows": results}, indent=1))
+  (out / "sampling-cpu.md").write_text(_markdown(results, conditions))
+  if args.compiled:
+    figures = compiled_figures()
+    (out / "sampling-compiled.json").write_text(json.dumps(figures, indent=1))
+    print(json.dumps(figures, indent=1))
+
+
+if __name__ == "__main__":
+  main()
