@@ -244,7 +244,9 @@ def table(report: Report) -> str:
   lines.append("")
   first = max([len("type"), *(len(t) for t in report.rows)])
   widths = [max(len(c), len(EXACT)) for c in report.columns]
-  lines.append("  ".join([f"{'type':<{first}}", *(f"{c:<{w}}" for c, w in zip(report.columns, widths, strict=True))]))
+  lines.append(
+    "  ".join([f"{'type':<{first}}", *(f"{c:<{w}}" for c, w in zip(report.columns, widths, strict=True))]).rstrip()
+  )
   for label, row in report.rows.items():
     cells = [f"{row[c].status:<{w}}" for c, w in zip(report.columns, widths, strict=True)]
     lines.append("  ".join([f"{label:<{first}}", *cells]).rstrip())
