@@ -240,7 +240,10 @@ def one_hot(dtype: np.dtype, seed: int) -> Plan:
   """one_hot with on and off values of special bit patterns, every index policy (negative, out of range)."""
   rng = np.random.default_rng(seed)
   pool = inputs.special_bits(dtype)
-  on_bits, off_bits = int(pool[-1]), int(pool[0])
+  # A negative NaN with a payload on, another NaN (signalling where the type has one) off; -0.0 and +0.0 where the
+  # type has no NaN.
+  nan = np.isnan(reference.decoded(reference.from_bits(pool, dtype))) if reference.is_float(dtype) else pool < 0
+  on_bits, off_bits = (int(pool[nan].max()), int(pool[nan].min())) if nan.sum() > 1 else (int(pool[-1]), int(pool[0]))
   on, off = (reference.from_bits(np.array([b], np.uint64), dtype) for b in (on_bits, off_bits))
   depth = 7
   indices = rng.integers(-depth - 2, depth + 2, size=40).astype(np.int32)
