@@ -90,7 +90,7 @@ def test_the_cpu_run_is_exact_and_prints_one_table() -> None:
 def test_with_several_devices_the_sharded_checks_run() -> None:
   env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "PYTHONPATH": str(ROOT)}
   sharded = ("top_k auto", "top_k explicit", "arg auto", "arg explicit")
-  command = [sys.executable, "-m", "dmljax.selfcheck", "--quiet", "--type", "float32", "--type", "int8"]
+  command = [sys.executable, "-m", "dmljax.selfcheck", "--quiet", "--type", "float32"]
   command += [a for check in sharded for a in ("--check", check)]
   done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, cwd=ROOT, env=env)
   assert done.returncode == 0, done.stdout + done.stderr
