@@ -363,3 +363,72 @@ def test_an_unexpected_exception_in_a_node_is_a_model_error_naming_it(monkeypatc
   model = model_of([helper.make_node("Neg", ["x"], ["y"], name="negate")], [info("x", F32, [2])], [info("y", F32, [2])])
   error = refused(lambda: donnx.Backend.prepare(model), "node 'negate' (Neg): ZeroDivisionError: integer division")
   assert isinstance(error.__cause__, ZeroDivisionError) and error.node == "negate"
+
+
+# ---- issue 22 -------------------------------------------------------------------------------------------------
+
+
+def _gather_by_int64():
+  node = helper.make_node("Gather", ["data", "idx"], ["y"], axis=0)
+  return model_of([node], [info("data", F32, [4]), info("idx", I64, [2])], [info("y", F32, [2])])
+
+
+def test_the_graph_function_refuses_an_int64_feed_beyond_int32_as_run_does():
+  if jax.config.read("jax_enable_x64"):
+    pytest.skip("x64 on: int64 is computed as such")
+  rep = donnx.Backend.prepare(_gather_by_int64())
+  data, idx = np.arange(4, dtype=np.float32), np.array([2**32 + 1, 1], np.int64)
+  by_run = refused(lambda: rep.run([data, idx]), "beyond int32")
+  by_function = refused(lambda: rep.function(data, idx), "beyond int32")
+  assert str(by_function) == str(by_run)
+  refused(lambda: rep.function.lower(data, idx), "beyond int32")
+  # Values that fit still run, and a JAX array (already 32-bit) is taken as it is.
+  assert rep.function(data, np.array([3, -1], np.int64))[0].tolist() == [3.0, 3.0]
+  assert rep.function(data, jnp.array([3, 1], jnp.int32))[0].tolist() == [3.0, 1.0]
+
+
+def test_the_graph_function_with_a_shape_setting_input_refuses_an_int64_feed_beyond_int32():
+  if jax.config.read("jax_enable_x64"):
+    pytest.skip("x64 on: int64 is computed as such")
+  gather = helper.make_node("Gather", ["data", "idx"], ["g"], axis=0)
+  top = helper.make_node("TopK", ["g", "k"], ["v", "i"])
+  inputs = [info("data", F32, [4]), info("idx", I64, [3]), info("k", I64, [1])]
+  rep = donnx.Backend.prepare(model_of([gather, top], inputs, [info("v", F32, None), info("i", I64, None)]))
+  data, k = np.arange(4, dtype=np.float32), np.array([2], np.int64)
+  refused(lambda: rep.function(data, np.array([2**40, 1, 0], np.int64), k), "beyond int32")
+  assert rep.function(data, np.array([3, 1, 0], np.int64), k)[0].tolist() == [3.0, 1.0]
+
+
+@pytest.mark.parametrize("rank", [64, 65])
+def test_values_of_rank_beyond_64_are_refused_at_prepare(rank):
+  """NumPy holds at most 64 dimensions: a model whose value has more cannot return it, so prepare refuses it."""
+  axes = helper.make_tensor("axes", I64, [rank - 1], list(range(1, rank)))
+  node = helper.make_node("Unsqueeze", ["x", "axes"], ["y"], name="up")
+  model = model_of([node], [info("x", F32, [1])], [helper.make_tensor_value_info("y", F32, None)], [axes])
+  if rank == 64:
+    assert donnx.Backend.prepare(model).run([np.ones(1, np.float32)])[0].shape == (1,) * 64
+  else:
+    refused(lambda: donnx.Backend.prepare(model), "'up'", "rank 65", "at most 64")
+
+
+def test_a_graph_input_declared_beyond_rank_64_is_refused_at_prepare():
+  node = helper.make_node("Identity", ["x"], ["y"])
+  shape = [1] * 65
+  model = helper.make_model(
+    helper.make_graph([node], "g", [info("x", F32, shape)], [info("y", F32, shape)]),
+    opset_imports=[helper.make_opsetid("", 18)],
+  )
+  refused(lambda: donnx.Backend.prepare(model), "graph input 'x'", "rank 65", "at most 64")
+
+
+@pytest.mark.parametrize("value", [np.array([None], object), np.array(None, object), np.array([2], object)])
+def test_a_k_of_python_objects_is_a_descriptor_error(value):
+  with pytest.raises(dml.DescriptorError, match=re.escape("K must be a tensor of integers")):
+    donnx.top_k(jnp.arange(5.0), value)
+
+
+def test_axes_and_depth_of_python_objects_are_descriptor_errors():
+  with pytest.raises(dml.DescriptorError, match=re.escape("axes must be a tensor of integers")):
+    donnx.reduce_sum(jnp.ones((2, 3)), np.array([None], object))
+  with pytest.raises(dml.DescriptorError, match=re.escape("depth must be a tensor of integers")):
+    donnx.one_hot(jnp.array([0, 1]), np.array([None], object), jnp.array([0.0, 1.0]))

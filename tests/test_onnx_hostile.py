@@ -394,3 +394,20 @@ def test_a_mutated_model_raises_only_model_or_descriptor_errors(mutant):
     rep.run(_feeds(rep))
   except _ESCAPES:
     pass
+
+
+# Locations that make the path functions themselves raise (issue 22): a NUL byte (ValueError), a name longer than
+# the file system allows (OSError), a symbolic link to itself (RuntimeError from pathlib's resolve before Python
+# 3.13). Each must be a ModelError naming the tensor and the location.
+@pytest.mark.parametrize(
+  ("location", "fragment"),
+  [("w\x00.bin", "NUL byte"), ("w" * 5000 + ".bin", "wwwwwwww"), ("loop", "'loop'")],
+  ids=["NUL byte", "over-long name", "symlink loop"],
+)
+def test_an_external_data_location_the_file_system_refuses_is_a_model_error(location, fragment, tmp_path):
+  (tmp_path / "loop").symlink_to(tmp_path / "loop")
+  path = tmp_path / "model.onnx"
+  path.write_bytes(_external(location).SerializeToString())
+  with pytest.raises(donnx.ModelError) as error:
+    donnx.Backend.prepare(path)
+  assert fragment in str(error.value) and "initializer 'w'" in str(error.value), str(error.value)

@@ -110,8 +110,35 @@ def _one_hot(indices: jax.Array, values: jax.Array, *, depth: int, axis: int) ->
   return autodiff.linear_in_float32(_select, values, hot)
 
 
+def _as_bits(dtype: np.dtype) -> bool:
+  """Whether values of ``dtype`` move as their bits: XLA:CPU selects and stacks bfloat16 and 8-bit floats through a
+  wider float, which quiets a signalling NaN and drops a NaN's payload or sign (4-bit floats have no NaN)."""
+  return dtypes.is_float(dtype) and dtype.itemsize < 4 and jnp.finfo(dtype).bits >= 8
+
+
+@jax.custom_jvp
+def _stacked_bits(off: jax.Array, on: jax.Array) -> jax.Array:
+  """``jnp.stack([off, on])`` of a type that moves as its bits (:func:`_as_bits`); its derivative is the stack's."""
+  bits = np.dtype(f"uint{np.dtype(off.dtype).itemsize * 8}")
+  stacked = jnp.stack([jax.lax.bitcast_convert_type(off, bits), jax.lax.bitcast_convert_type(on, bits)])
+  return jax.lax.bitcast_convert_type(stacked, off.dtype)
+
+
+@_stacked_bits.defjvp
+def _stacked_bits_jvp(primals: tuple[jax.Array, ...], tangents: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array]:
+  return _stacked_bits(*primals), jnp.stack(tangents)
+
+
 def _select(values: jax.Array, hot: jax.Array) -> jax.Array:
+  """OnValue where ``hot``, else OffValue, bit for bit.
+
+  Floats narrower than 32 bits are selected as their bits (:func:`_as_bits`). Those types reach here through
+  :func:`autodiff.linear_in_float32`, which never differentiates this function (their tangent is float32).
+  """
   flat = values.reshape(-1)
+  if _as_bits(np.dtype(flat.dtype)):
+    bits = jax.lax.bitcast_convert_type(flat, np.dtype(f"uint{flat.dtype.itemsize * 8}"))
+    return jax.lax.bitcast_convert_type(jnp.where(hot, bits[1], bits[0]), flat.dtype)
   return jnp.where(hot, flat[1], flat[0])
 
 
@@ -140,7 +167,8 @@ def _on_off_values(p: Problems, on_value: Any, off_value: Any, dtype: Any) -> ja
   if dtype is None:
     typed = [a for f, a in arrays.items() if hasattr(given[f], "dtype")]
     dtype = jax.dtypes.canonicalize_dtype(float) if not typed else jnp.result_type(*typed)
-  return jnp.stack([arrays["off_value"].astype(dtype), arrays["on_value"].astype(dtype)])
+  pair = (arrays["off_value"].astype(dtype), arrays["on_value"].astype(dtype))
+  return _stacked_bits(*pair) if _as_bits(np.dtype(dtype)) else jnp.stack(pair)
 
 
 def one_hot(

@@ -57,6 +57,9 @@ __all__ = ["DEFAULT_MAX_ELEMENTS", "SUPPORTED_OPS", "Backend", "BackendRep", "Mo
 
 DEFAULT_MAX_ELEMENTS = 2**31 - 1
 """The most elements :meth:`Backend.prepare` lets any tensor of a graph have (``max_elements=`` changes it)."""
+MAX_RANK = 64
+"""The most dimensions a tensor of a graph may have: NumPy's limit (``rep.run`` returns NumPy arrays, and NumPy 2
+holds at most 64 dimensions), checked at :meth:`Backend.prepare` for every value whose rank is known then."""
 
 _SHAPE_SETTING = "it sets the output's shape, which JAX fixes when it traces the function"
 Shape = tuple[int | str | None, ...]
@@ -253,6 +256,7 @@ class BackendRep(onnx.backend.base.BackendRep):
     where = f"graph input {info.name!r}"
     dtype = element_dtype(info.type.tensor_type.elem_type, where)
     shape = _shape_of(info, where)
+    self._within_rank(None if shape is None else len(shape), f"{where} declares {len(shape or ())} dimensions")
     self._within_limit(_least_size(shape), f"{where} declares {type_name(dtype, shape)}")
     return _Input(info.name, dtype, shape, self._constants.get(info.name))
 
@@ -269,6 +273,15 @@ class BackendRep(onnx.backend.base.BackendRep):
       except Exception as e:
         raise node.error(f"attribute {attribute.name!r} cannot be read: {e}") from e
     return dataclasses.replace(node, attrs=attrs)
+
+  @staticmethod
+  def _within_rank(rank: int | None, what: str, node: Node | None = None) -> None:
+    if rank is not None and rank > MAX_RANK:
+      message = (
+        f"{what}: rank {rank}, where a tensor may have at most {MAX_RANK} dimensions (NumPy's limit, so that "
+        "rep.run can return it)"
+      )
+      raise node.error(message) if node is not None else ModelError(message)
 
   def _within_limit(self, count: int, what: str, node: Node | None = None) -> None:
     if count > self.max_elements:
@@ -379,6 +392,7 @@ class BackendRep(onnx.backend.base.BackendRep):
     for name, (dtype, shape) in self._types.items():
       producer = self._producers.get(name)
       where = "output" if producer else "value"
+      self._within_rank(None if shape is None else len(shape), f"{where} {name!r}", producer)
       self._within_limit(_least_size(shape), f"{where} {name!r} has {type_name(dtype, shape)}", producer)
     specs = [self._inputs[n] for n in self._dynamic_names(((), ()))]
     if self._plain is None or any(s.fixed is None for s in specs):
@@ -442,6 +456,7 @@ class BackendRep(onnx.backend.base.BackendRep):
       outputs = self._call_handler(node, args)
       for name, value in zip(node.outputs, outputs, strict=False):  # a node may leave trailing outputs unnamed
         if name:
+          self._within_rank(len(value.shape), f"output {name!r}", node)
           self._within_limit(math.prod(value.shape), f"output {name!r} has shape {tuple(value.shape)}", node)
           env[name] = value
     return tuple(to_jax(env[name], f"graph output {name!r}", None) for name in self.output_names)
@@ -480,15 +495,37 @@ class BackendRep(onnx.backend.base.BackendRep):
     object (``rep.function.lower(...)`` works); with them, a function that specialises one on their values.
     Each new input type and shape is checked against the graph when it is traced.
     """
-    return self._plain if self._plain is not None else self._call
+    if self._plain is None:
+      return self._call
+    if not any(self._inputs[n].narrow for n in self.input_names):
+      return self._plain
+    return _NarrowedFeeds(self._plain, self._narrowed_feeds)
+
+  def _narrowed_feeds(self, inputs: Sequence[Any]) -> list[Any]:
+    """``inputs`` (in :attr:`input_names` order) with each NumPy feed of a 64-bit integer input that JAX computes in
+    32 bits (x64 off) narrowed as :meth:`run` narrows it: refused, with run's message, where its values do not fit.
+
+    ``jax.jit`` would convert such a feed to 32 bits without a word, wrapping values beyond int32. Shape-setting
+    inputs are left to :meth:`_invoke`, which checks them whole.
+    """
+    fed = list(inputs)
+    for index, (name, value) in enumerate(zip(self.input_names, inputs, strict=False)):
+      spec = self._inputs[name]
+      if not spec.narrow or name in self._static_consumers or not isinstance(value, (np.ndarray, np.generic)):
+        continue
+      array = np.asarray(value)
+      if array.dtype == spec.dtype:
+        fed[index] = narrowed(array, functools.partial(_refusal, spec, array.shape))
+    return fed
 
   def _call(self, *inputs: Any) -> tuple[jax.Array, ...]:
     if len(inputs) != len(self.input_names):
       raise ModelError(f"the graph takes {len(self.input_names)} inputs {list(self.input_names)}; got {len(inputs)}")
-    return self._invoke(dict(zip(self.input_names, inputs, strict=True)), checked=False)
+    return self._invoke(dict(zip(self.input_names, self._narrowed_feeds(inputs), strict=True)), checked=False)
 
   def lower(self, *inputs: Any) -> Any:
     """``jax.jit(...).lower`` of :attr:`function` on these inputs (for inspecting the XLA program)."""
+    inputs = tuple(self._narrowed_feeds(inputs))
     if self._plain is not None:
       return self._plain.lower(*inputs)
     values = dict(zip(self.input_names, inputs, strict=True))
@@ -564,6 +601,29 @@ class BackendRep(onnx.backend.base.BackendRep):
     for index, dtype in self._output_casts:  # int64 outputs computed in 32 bits, returned as declared
       result[index] = result[index].astype(dtype)
     return tuple(result)
+
+
+def _refusal(spec: _Input, shape: tuple[int, ...], why: str) -> ModelError:
+  return spec.error(type_name(spec.dtype, shape), why)
+
+
+class _NarrowedFeeds:
+  """:attr:`BackendRep.function` of a graph with a 64-bit integer input computed in 32 bits: the jitted graph, called
+  (or lowered) after its NumPy feeds are narrowed as :meth:`BackendRep.run` narrows them; anything else of the
+  ``jax.jit`` object is its own."""
+
+  def __init__(self, jitted: Any, narrow: Callable[[Sequence[Any]], list[Any]]):
+    self._jitted = jitted
+    self._narrow = narrow
+
+  def __call__(self, *inputs: Any) -> tuple[jax.Array, ...]:
+    return self._jitted(*self._narrow(inputs))
+
+  def lower(self, *inputs: Any) -> Any:
+    return self._jitted.lower(*self._narrow(inputs))
+
+  def __getattr__(self, name: str) -> Any:
+    return getattr(self._jitted, name)
 
 
 class Backend(onnx.backend.base.Backend):

@@ -128,13 +128,23 @@ def load_external_data(model: onnx.ModelProto, folder: pathlib.Path | None) -> N
         f"{where} keeps its data in the external file {location!r}: give prepare the model's path, so that "
         "the file can be found in the model's folder"
       )
-    target = (root / location).resolve()
-    if not location or pathlib.PurePath(location).is_absolute() or not target.is_relative_to(root):
+    if "\x00" in location:
+      raise ModelError(f"{where} keeps its data at {location!r}, a path with a NUL byte, which no file can have")
+    try:
+      target = (root / location).resolve()
+      inside = bool(location) and not pathlib.PurePath(location).is_absolute() and target.is_relative_to(root)
+      is_file = inside and target.is_file()
+    except (OSError, RuntimeError, ValueError) as e:  # a name too long, a symbolic link loop (RuntimeError)
+      raise ModelError(
+        f"{where} keeps its data at {location!r}, which cannot be looked up in the model's folder "
+        f"{str(root)!r}: {type(e).__name__}: {e}"
+      ) from e
+    if not inside:
       raise ModelError(
         f"{where} keeps its data at {location!r}, outside the model's folder {str(root)!r}: refused (external data "
         "must be a relative path inside the folder)"
       )
-    if not target.is_file():
+    if not is_file:
       raise ModelError(f"{where} keeps its data in {location!r}, which is not a file in {str(root)!r}")
   try:
     onnx.external_data_helper.load_external_data_for_model(model, str(root))

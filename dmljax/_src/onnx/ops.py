@@ -48,6 +48,17 @@ REDUCE_FUNCTIONS: dict[str, ReduceFunction] = {
 }
 
 
+def _from_tensor(p: Problems, field: str, value: Any, *, scalar: bool) -> Any:
+  """:func:`axes.from_tensor`, refusing by name an array of Python objects (NumPy's ``object`` dtype)."""
+  if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype == object:
+    p.add(
+      f"{field} must be a tensor of integers (an array of dtype object holds Python objects, such as None)",
+      f"{field}.dtype=object",
+    )
+    return None
+  return axes_lib.from_tensor(p, field, value, scalar=scalar)
+
+
 def index_dtype() -> np.dtype:
   """The dtype of index outputs: int64 (ONNX's) with ``jax_enable_x64``, int32 without it.
 
@@ -85,7 +96,7 @@ def top_k(
   """
   del sorted  # Always sorted, which ONNX allows for sorted=0.
   p = Problems("onnx.TopK")
-  count = axes_lib.from_tensor(p, "K", k, scalar=True)
+  count = _from_tensor(p, "K", k, scalar=True)
   p.raise_if_any()
   return _dml_top_k(x, count, axis=axis, direction="decreasing" if largest else "increasing", index_dtype=index_dtype())
 
@@ -162,7 +173,7 @@ def reduce(
   p.require(function is not None, f"operator must be one of {', '.join(REDUCE_FUNCTIONS)}", repr(operator))
   p.raise_if_any()
   assert function is not None
-  canonical = axes_lib.from_tensor(p, "axes", axes, scalar=False)
+  canonical = _from_tensor(p, "axes", axes, scalar=False)
   p.raise_if_any()
   if canonical is None or (isinstance(canonical, (tuple, list)) and not canonical):
     canonical = () if noop_with_empty_axes else None
@@ -242,7 +253,7 @@ def one_hot(indices: ArrayLike, depth: Any, values: ArrayLike, *, axis: int = -1
 def one_hot_depth(p: Problems, depth: Any) -> Any:
   """OneHot's ``depth`` as dmljax's ``one_hot`` takes it: a non-integer one truncated towards zero (ONNX casts it to
   int64); anything else is left to ``one_hot``'s own check (bools and non-finite values are refused)."""
-  count = axes_lib.from_tensor(p, "depth", depth, scalar=True)
+  count = _from_tensor(p, "depth", depth, scalar=True)
   if isinstance(count, (float, np.floating)) and np.isfinite(count):
     return int(count)
   return count

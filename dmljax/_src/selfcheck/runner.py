@@ -1,0 +1,287 @@
+"""Runs the self-check: every check on every type, on the default backend, and prints one table.
+
+``python -m dmljax.selfcheck`` is :func:`main`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import dataclasses
+import os
+import sys
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from typing import Any, TextIO
+
+import jax
+import jaxlib
+import numpy as np
+
+import dmljax
+from dmljax._src import platform
+from dmljax._src.selfcheck import checks, inputs
+from dmljax._src.strategies import dispatch
+
+EXACT, WRONG, NOT_APPLICABLE, ERROR = "exact", "WRONG", "n/a", "ERROR"
+SEED = 20260522
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  """The verdict of one check on one type, and the first differing case (or the refusal, or the error)."""
+
+  status: str
+  detail: str = ""
+
+
+@dataclasses.dataclass
+class Report:
+  """The whole run: the environment, the columns, and a cell for every (type, column)."""
+
+  header: list[tuple[str, str]]
+  columns: list[str]
+  rows: dict[str, dict[str, Cell]] = dataclasses.field(default_factory=dict)
+  seconds: float = 0.0
+
+  @property
+  def failed(self) -> list[tuple[str, str, Cell]]:
+    return [(t, c, cell) for t, row in self.rows.items() for c, cell in row.items() if cell.status in (WRONG, ERROR)]
+
+
+def local_branch() -> platform.Branch:
+  """The strategy table the default backend runs: ``lax.platform_dependent``'s branch for it."""
+  device = jax.devices()[0]
+  if device.platform == "cpu":
+    return "cpu"
+  if device.platform == "tpu":
+    return "tpu"
+  version = str(getattr(device.client, "platform_version", "")).lower()
+  if device.platform in ("gpu", "cuda") and "rocm" not in version:
+    return "cuda"
+  return "default"
+
+
+def _cpu_kernel() -> str:
+  available = getattr(dmljax, "cpu_kernel_available", None)
+  if available is None:
+    return "not in this version"
+  try:
+    return "yes" if available() else "no"
+  except Exception as error:  # a report, not a crash
+    return f"unknown ({type(error).__name__}: {error})"
+
+
+def environment(branch: platform.Branch) -> list[tuple[str, str]]:
+  devices = jax.devices()
+  return [
+    ("platform", f"{jax.default_backend()} (strategy table: {branch})"),
+    ("device kind", f"{devices[0].device_kind} x {len(devices)}"),
+    ("jax / jaxlib", f"{jax.__version__} / {jaxlib.__version__}"),
+    ("dmljax", dmljax.__version__),
+    ("numpy", np.__version__),
+    ("C++ CPU kernel", _cpu_kernel()),
+  ]
+
+
+@contextlib.contextmanager
+def _x64(on: bool) -> Iterator[None]:
+  previous = bool(jax.config.read("jax_enable_x64"))
+  jax.config.update("jax_enable_x64", on)
+  try:
+    yield
+  finally:
+    jax.config.update("jax_enable_x64", previous)
+
+
+def _failure(error: BaseException) -> Cell:
+  """A refusal (n/a) or a crash (ERROR, with the line that raised)."""
+  if isinstance(error, checks.NotApplicable | dmljax.DescriptorError) or "top-k strategy" in str(error):
+    return Cell(NOT_APPLICABLE, str(error))
+  where = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+  text = str(error).strip()
+  first_line = text.splitlines()[0] if text else ""
+  at = f" ({where.filename.replace(chr(92), '/').split('/')[-1]}:{where.lineno})" if where else ""
+  return Cell(ERROR, f"{type(error).__name__}: {first_line}{at}")
+
+
+def _computed(plans: Sequence[checks.Plan]) -> Any:
+  """The outputs of ``plans``, traced and compiled together as one program."""
+  program = jax.jit(lambda arguments: [plan.compute(*a) for plan, a in zip(plans, arguments, strict=True)])
+  return jax.device_get(program([plan.arguments for plan in plans]))
+
+
+def _judged(plan: checks.Plan, outputs: Any) -> Cell:
+  try:
+    problem = plan.judge(outputs)
+  except Exception as error:  # a result the judge cannot read is a failed cell
+    return _failure(error)
+  return Cell(EXACT) if problem is None else Cell(WRONG, problem)
+
+
+def _alone(plan: checks.Plan) -> Cell:
+  try:
+    (outputs,) = _computed([plan])
+  except Exception as error:  # every crash is a failed cell, shown with where it happened
+    return _failure(error)
+  return _judged(plan, outputs)
+
+
+@dataclasses.dataclass
+class _Row:
+  """One type's plans, traced together (or the failure that stopped the tracing), and the cells known already."""
+
+  dtype: np.dtype
+  x64: bool
+  plans: dict[str, checks.Plan]
+  cells: dict[str, Cell]
+  lowered: Any = None
+
+
+def _prepare(columns: Sequence[checks.Column], dtype: np.dtype, x64: bool) -> _Row:
+  """Plans every column and traces the plans that take host arrays as one program (compiled later)."""
+  row = _Row(dtype, x64, {}, {})
+  with _x64(x64):
+    for column in columns:
+      try:
+        row.plans[column.name] = column.check(dtype, SEED)
+      except Exception as error:  # a check that cannot even be planned is a failed cell
+        row.cells[column.name] = _failure(error)
+    together = [plan for plan in row.plans.values() if not plan.placed]
+    if together:
+      program = jax.jit(lambda arguments: [plan.compute(*a) for plan, a in zip(together, arguments, strict=True)])
+      try:
+        row.lowered = program.lower([plan.arguments for plan in together])
+      except Exception:  # one of them failed: _finish finds which
+        row.lowered = None
+  return row
+
+
+def _compile(row: _Row) -> Any:
+  """XLA's compilation of a row's program (run in worker threads), or ``None`` where it fails."""
+  if row.lowered is None:
+    return None
+  try:
+    return row.lowered.compile()
+  except Exception:  # one of them failed: _finish finds which
+    return None
+
+
+def _finish(row: _Row, compiled: Any, columns: Sequence[checks.Column]) -> dict[str, Cell]:
+  """Runs and judges a row's program; where it failed, runs each plan on its own to find the failing cells."""
+  together = {name: plan for name, plan in row.plans.items() if not plan.placed}
+  with _x64(row.x64):
+    outputs = None
+    if compiled is not None:
+      try:
+        outputs = jax.device_get(compiled([plan.arguments for plan in together.values()]))
+      except Exception:  # find which
+        outputs = None
+    for index, (name, plan) in enumerate(together.items()):
+      row.cells[name] = _alone(plan) if outputs is None else _judged(plan, outputs[index])
+    for name, plan in row.plans.items():
+      if plan.placed:
+        row.cells[name] = _alone(plan)
+  return {column.name: row.cells[column.name] for column in columns}
+
+
+def run_row(columns: Sequence[checks.Column], dtype: np.dtype, x64: bool) -> dict[str, Cell]:
+  """Every column's cell for one type: the plans run as one program; where that fails, each on its own."""
+  row = _prepare(columns, dtype, x64)
+  return _finish(row, _compile(row), columns)
+
+
+def _rows(selected: Sequence[str] | None) -> list[tuple[str, np.dtype, bool]]:
+  """(label, type, x64) for each row: 64-bit types with x64 on, the others with x64 off and a few with it on."""
+  found = []
+  for dtype in inputs.types():
+    found.append((dtype.name, dtype, inputs.needs_x64(dtype)))
+    if dtype.name in ("float32", "bfloat16", "int32"):
+      found.append((f"{dtype.name} x64", dtype, True))
+  if selected:
+    unknown = set(selected) - {label for label, _, _ in found}
+    if unknown:
+      raise SystemExit(f"unknown type(s) {sorted(unknown)}; choose from {[label for label, _, _ in found]}")
+    found = [row for row in found if row[0] in selected]
+  return found
+
+
+def run(
+  types: Sequence[str] | None = None, only: Sequence[str] | None = None, progress: TextIO | None = None
+) -> Report:
+  """Every check (or the columns named in ``only``) on every type (or those named in ``types``)."""
+  start = time.perf_counter()
+  branch = local_branch()
+  columns = checks.columns(dispatch.TABLES[branch], len(jax.devices()))
+  if only:
+    unknown = set(only) - {c.name for c in columns}
+    if unknown:
+      raise SystemExit(f"unknown check(s) {sorted(unknown)}; choose from {[c.name for c in columns]}")
+    columns = [c for c in columns if c.name in only]
+  report = Report(environment(branch), [c.name for c in columns])
+  # Tracing reads global choices (the forced strategy, x64), so it runs here, one type after another; XLA compiles
+  # the traced programs in worker threads meanwhile, one per core.
+  with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+    pending = []
+    for label, dtype, x64 in _rows(types):
+      row = _prepare(columns, dtype, x64)
+      pending.append((label, row, pool.submit(_compile, row)))
+    for label, row, compiled in pending:
+      report.rows[label] = _finish(row, compiled.result(), columns)
+      if progress is not None:
+        print(f"  {label}: {time.perf_counter() - start:.0f} s", file=progress, flush=True)
+  report.seconds = time.perf_counter() - start
+  return report
+
+
+def table(report: Report) -> str:
+  """The report as text: the environment, one line per type, then the first differing case of each failed cell."""
+  lines = ["dmljax self-check: bit-exact results on this machine's default backend", ""]
+  width = max(len(name) for name, _ in report.header)
+  lines += [f"{name:<{width}}  {value}" for name, value in report.header]
+  lines.append("")
+  first = max([len("type"), *(len(t) for t in report.rows)])
+  widths = [max(len(c), len(EXACT)) for c in report.columns]
+  lines.append(
+    "  ".join([f"{'type':<{first}}", *(f"{c:<{w}}" for c, w in zip(report.columns, widths, strict=True))]).rstrip()
+  )
+  for label, row in report.rows.items():
+    cells = [f"{row[c].status:<{w}}" for c, w in zip(report.columns, widths, strict=True)]
+    lines.append("  ".join([f"{label:<{first}}", *cells]).rstrip())
+  failed = report.failed
+  counts = {
+    s: sum(cell.status == s for row in report.rows.values() for cell in row.values())
+    for s in (EXACT, WRONG, ERROR, NOT_APPLICABLE)
+  }
+  lines += ["", ", ".join(f"{n} {s}" for s, n in counts.items()) + f"; {report.seconds:.0f} s"]
+  if failed:
+    lines += ["", "First differing case of each failed cell (type / check):"]
+    lines += [f"  {t} / {c}: {cell.status}: {cell.detail}" for t, c, cell in failed]
+    lines += ["", "Please attach this whole output to a bug report."]
+  else:
+    lines.append("Every result is exact.")
+  return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  """``python -m dmljax.selfcheck``: prints the table; exit status 1 on any wrong or failed cell, else 0."""
+  parser = argparse.ArgumentParser(
+    prog="python -m dmljax.selfcheck",
+    description="Checks dmljax's results bit for bit on this machine's default backend (GPU, TPU or CPU).",
+  )
+  parser.add_argument("--type", action="append", dest="types", help="only this type (a row label); repeatable")
+  parser.add_argument("--check", action="append", dest="only", help="only this check (a column); repeatable")
+  parser.add_argument("--notes", action="store_true", help="also list why each n/a cell is n/a")
+  parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+  options = parser.parse_args(argv)
+  report = run(options.types, options.only, progress=None if options.quiet else sys.stderr)
+  print(table(report))
+  if options.notes:
+    print("\nn/a cells:")
+    for label, row in report.rows.items():
+      for column, cell in row.items():
+        if cell.status == NOT_APPLICABLE:
+          print(f"  {label} / {column}: {cell.detail}")
+  return 1 if report.failed else 0

@@ -1,0 +1,160 @@
+"""``python -m dmljax.selfcheck``: its reference, its CPU run, and that it names a wrong, refused or crashing cell.
+
+The CPU run covers a few types of every kind here (a float, bfloat16, a float8 whose NaN is 0x80, a 4-bit
+integer, float64 under x64) to stay within the suite's time; ``DMLJAX_HYPOTHESIS_PROFILE=long`` runs every
+type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dmljax._src.selfcheck import inputs, reference, runner
+from dmljax._src.strategies import dispatch
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+LONG = os.environ.get("DMLJAX_HYPOTHESIS_PROFILE") == "long"
+TYPES = () if LONG else ("float32", "bfloat16", "float64", "float8_e4m3fnuz", "int4")
+
+
+def _bits(values: list[int], dtype: Any) -> np.ndarray:
+  return reference.from_bits(np.array(values, np.uint64), np.dtype(dtype))
+
+
+def test_the_reference_orders_nan_above_inf_and_ties_by_index() -> None:
+  x = _bits([0x3F800000, 0xFFC00001, 0x80000000, 0x7F800000, 0x00000000, 0x7FC00000, 0xFF800000], np.float32)
+  # NaNs first (both signs, equal: by index), then +inf, 1, then -0.0 and +0.0 tied (by index), then -inf.
+  assert reference.top_k(x, 7, largest_first=True).tolist() == [1, 5, 3, 0, 2, 4, 6]
+  assert reference.top_k(x, 7, largest_first=False).tolist() == [6, 2, 4, 0, 3, 1, 5]
+  assert reference.arg_extreme(x, find_max=False, last=False) == 1  # a NaN is the extreme for argmin too
+  assert reference.arg_extreme(x, find_max=True, last=True) == 5
+
+
+def test_the_reference_decodes_float8_without_a_sign_bit_or_with_nan_at_0x80() -> None:
+  fnuz = _bits([0x01, 0x80, 0x81, 0x00], jnp.float8_e4m3fnuz)  # 0x80 is the NaN, 0x81 is negative
+  assert reference.top_k(fnuz, 4, largest_first=True).tolist() == [1, 0, 3, 2]
+  e8m0 = _bits([0x7F, 0x00, 0xFE, 0xFF], jnp.float8_e8m0fnu)  # no sign bit: 0x00 is the smallest, 0xFF NaN
+  assert reference.top_k(e8m0, 4, largest_first=False).tolist() == [1, 0, 2, 3]
+  four = _bits([0x1, 0x8, 0x0, 0xF], jnp.float4_e2m1fn)  # 0.5, -0.0, +0.0, -6
+  assert reference.top_k(four, 4, largest_first=True).tolist() == [0, 1, 2, 3]
+
+
+def test_the_reference_orders_integer_extremes() -> None:
+  x = np.array([0, np.iinfo(np.int64).max, np.iinfo(np.int64).min, -1], np.int64)
+  assert reference.top_k(x, 4, largest_first=True).tolist() == [1, 0, 3, 2]
+  u = np.array([1, np.iinfo(np.uint64).max, 0], np.uint64)
+  assert reference.top_k(u, 3, largest_first=False).tolist() == [2, 0, 1]
+
+
+def test_the_inputs_hold_no_subnormal_and_every_special_value() -> None:
+  for dtype in inputs.types():
+    pool = inputs.special_bits(dtype)
+    assert (reference.bits_of(reference.from_bits(pool, dtype)) == pool).all(), dtype
+    if reference.is_float(dtype):
+      values = reference.decoded(reference.from_bits(pool, dtype))
+      with np.errstate(invalid="ignore"):
+        tiny = (values != 0) & (np.abs(values) < float(jnp.finfo(dtype).smallest_normal))
+      assert not tiny.any(), dtype
+  bf16 = set(inputs.special_bits(np.dtype(jnp.bfloat16)).tolist())
+  assert {0x8000, 0x0000, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x7F81} <= bf16  # ±0, ±inf, quiet/payload/signalling
+
+
+def test_the_cpu_run_is_exact_and_prints_one_table() -> None:
+  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+  env["PYTHONPATH"] = str(ROOT)
+  command = [sys.executable, "-m", "dmljax.selfcheck", "--quiet", *(a for t in TYPES for a in ("--type", t))]
+  done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, cwd=ROOT, env=env)
+  assert done.returncode == 0, done.stdout + done.stderr
+  out = done.stdout
+  for field in ("platform        cpu (strategy table: cpu)", "device kind", "jax / jaxlib", "dmljax", "C++ CPU kernel"):
+    assert field in out
+  header = next(line for line in out.splitlines() if line.startswith("type "))
+  assert header.split()[:5] == ["type", *(s.name for s in dispatch.TABLES["cpu"])]
+  for t in TYPES:
+    row = next(line for line in out.splitlines() if line.startswith(f"{t} "))
+    assert set(row.split()[1:]) <= {"exact", "n/a"}, row
+  assert "Every result is exact." in out
+
+
+def test_with_several_devices_the_sharded_checks_run() -> None:
+  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "PYTHONPATH": str(ROOT)}
+  sharded = ("top_k auto", "top_k explicit", "arg auto", "arg explicit")
+  command = [sys.executable, "-m", "dmljax.selfcheck", "--quiet", "--type", "float32"]
+  command += [a for check in sharded for a in ("--check", check)]
+  done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, cwd=ROOT, env=env)
+  assert done.returncode == 0, done.stdout + done.stderr
+  assert "device kind     cpu x 2" in done.stdout
+  header = next(line for line in done.stdout.splitlines() if line.startswith("type "))
+  assert {c.strip() for c in header.split("  ") if c.strip()} == {"type", *sharded}
+
+
+def _broken(name: str, **changes: Any) -> dispatch.Strategy:
+  return dataclasses.replace(dispatch.BY_NAME[name], **changes)
+
+
+def _with(monkeypatch: pytest.MonkeyPatch, strategy: dispatch.Strategy) -> None:
+  table = tuple(strategy if s.name == strategy.name else s for s in dispatch.TABLES["cpu"])
+  monkeypatch.setitem(dispatch.TABLES, "cpu", table)
+  monkeypatch.setitem(dispatch.BY_NAME, strategy.name, strategy)
+  jax.clear_caches()  # the library's jitted entry points keep what they traced under the same choice
+
+
+@pytest.fixture
+def patched(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+  """``monkeypatch``, then the original strategies back and nothing traced with a broken one kept."""
+  yield monkeypatch
+  monkeypatch.undo()
+  jax.clear_caches()
+
+
+def _swapped(select: Callable[[jax.Array, Any], tuple[jax.Array, jax.Array]]) -> Any:
+  def wrong(x: jax.Array, case: Any) -> tuple[jax.Array, jax.Array]:
+    values, indices = select(x, case)
+
+    def swap(a: jax.Array) -> jax.Array:  # the first two swapped
+      return jnp.concatenate([a[..., 1:2], a[..., :1], a[..., 2:]], axis=-1)
+
+    return swap(values), swap(indices)
+
+  return wrong
+
+
+def _raising(x: jax.Array, case: Any) -> Any:
+  raise RuntimeError("a kernel that does not build")
+
+
+@pytest.mark.parametrize(
+  ("change", "status", "code"),
+  [("wrong", "WRONG", 1), ("crash", "ERROR", 1), ("refuse", "n/a", 0)],
+)
+def test_a_wrong_crashing_or_refusing_strategy_is_named(
+  patched: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], change: str, status: str, code: int
+) -> None:
+  original = dispatch.BY_NAME["cpu_key_view"]
+  changes = {
+    "wrong": {"select": _swapped(original.select)},
+    "crash": {"select": _raising},
+    "refuse": {"handles": lambda case: False},
+  }[change]
+  _with(patched, _broken("cpu_key_view", **changes))
+  assert runner.main(["--quiet", "--type", "float32", "--check", "cpu_key_view", "--check", "gather_nd"]) == code
+  out = capsys.readouterr().out
+  row = next(line for line in out.splitlines() if line.startswith("float32 "))
+  assert row.split()[1:] == [status, "exact"], out
+  if code:
+    cell = next(line for line in out.splitlines() if line.strip().startswith("float32 / cpu_key_view:"))
+    assert {"WRONG": "top_k decreasing x[8, 200] k=200, row 0, position 0: index", "ERROR": "RuntimeError"}[
+      status
+    ] in cell
+    assert "attach this whole output to a bug report" in out
