@@ -56,7 +56,18 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-from dmljax._src import arg_reduce, descriptor_path, dtypes, enums, fields, platform, shardings, tensor_desc, value_bits
+from dmljax._src import (
+  arg_reduce,
+  descriptor_path,
+  dtypes,
+  enums,
+  fields,
+  platform,
+  rank_keys,
+  shardings,
+  tensor_desc,
+  value_bits,
+)
 from dmljax._src import axes as axes_lib
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -371,18 +382,19 @@ def _l2_jvp(
   return norm, jnp.where(zero, jnp.zeros_like(slope), slope)
 
 
-def _propagate_nan(x: jax.Array, axes: tuple[int, ...], extreme: jax.Array) -> jax.Array:
-  """One of the block's NaNs where any reduced element is NaN: XLA:CPU's vectorised max/min reductions may skip NaNs.
+def _float_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
+  """MAX/MIN of floats by the order key: an element of the input, bit for bit, that is the extreme.
 
-  The NaN returned is an element of the input, bit for bit (sign and payload): the one with the largest bit
-  pattern, found by an integer reduction (exact however the reduced axes are split over devices).
+  The extreme is the largest :func:`rank_keys.extreme_key` (NaN counts as the extreme either way, so a block
+  with a NaN gives one of its NaNs); of the elements holding it (both zeros, several NaNs) the one with the
+  largest bit pattern. Integer reductions only: no platform's float max (which may skip NaNs, or run a narrow
+  float through float32 and flush float8_e8m0fnu's 2**-127) and no split over devices can change the bits.
   """
-  if not dtypes.is_float(x.dtype) or not axes:
-    return extreme
+  key = rank_keys.extreme_key(x, find_max)
+  best = jnp.max(key, axes, keepdims=True)
   bits = value_bits.to_bits(x)
-  nan_bits = jnp.max(jnp.where(jnp.isnan(x), bits, jnp.zeros((), bits.dtype)), axes, keepdims=True)
-  nan = value_bits.from_bits(nan_bits, x.dtype)  # no NaN in the block: bits 0, which is no NaN in any type
-  return jnp.where(jnp.isnan(nan), nan, extreme)
+  chosen = jnp.max(jnp.where(key == best, bits, jnp.zeros((), bits.dtype)), axes, keepdims=True)
+  return value_bits.from_bits(chosen, x.dtype)
 
 
 def _integer_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
@@ -400,8 +412,7 @@ def _extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
   cotangent eagerly but +0.0 once XLA rewrites it as a select under jit; a
   select gives the same bits both ways.
   """
-  out = jnp.max(x, axes, keepdims=True) if find_max else jnp.min(x, axes, keepdims=True)
-  return _propagate_nan(x, axes, out)
+  return _float_extreme(x, axes, find_max)
 
 
 @_extreme.defjvp
@@ -411,8 +422,11 @@ def _extreme_jvp(
   (x,), (t,) = primals, tangents
   out = _extreme(x, axes, find_max)
   hit = (x == out) | (jnp.isnan(x) & jnp.isnan(out))  # a NaN result comes from the NaNs
-  count = jnp.sum(hit, axes, keepdims=True, dtype=x.dtype)
-  return out, jnp.sum(jnp.where(hit, t, jnp.zeros((), t.dtype)), axes, keepdims=True) / count
+  # float16/bfloat16 (and narrower) tangents accumulate in float32 and round once, as the other reductions do.
+  work = np.dtype(np.float32) if np.dtype(t.dtype).itemsize < 4 else np.dtype(t.dtype)
+  count = jnp.sum(hit, axes, keepdims=True, dtype=work)
+  shared = jnp.sum(jnp.where(hit, t.astype(work), jnp.zeros((), work)), axes, keepdims=True) / count
+  return out, shared.astype(t.dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("function", "axes", "keepdims", "index_dtype", "choice"))
@@ -454,10 +468,10 @@ def _reduce(
     out = _log_sum_exp(a, axes)
   elif function == F.MULTIPLY:
     out = _product(a, axes)
-  elif function == F.MAX:
-    out = _extreme(a, axes, True) if dtypes.is_float(a.dtype) else _integer_extreme(a, axes, True)
+  elif function == F.MAX:  # MAX/MIN return an input element: no widening
+    out = _extreme(x, axes, True) if dtypes.is_float(dtype) else _integer_extreme(x, axes, True)
   else:
-    out = _extreme(a, axes, False) if dtypes.is_float(a.dtype) else _integer_extreme(a, axes, False)
+    out = _extreme(x, axes, False) if dtypes.is_float(dtype) else _integer_extreme(x, axes, False)
   out = out.astype(dtype)
   return out if keepdims else jnp.squeeze(out, axes)
 
