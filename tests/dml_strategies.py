@@ -20,6 +20,7 @@ from typing import Any
 import jax
 import ml_dtypes
 import numpy as np
+from _helpers import ties
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -432,7 +433,7 @@ def call_functional(case: dict[str, Any]) -> Any:
     )
   if op == "arg_reduce":
     f = dml.argmin if case["kind"] == "min" else dml.argmax
-    options = {"direction": case["direction"], "keepdims": True, "index_dtype": case["index_dtype"]}
+    options = {"ties": ties(case["direction"]), "keepdims": True, "index_dtype": case["index_dtype"]}
     return f(case["x"], case["functional_axes"], **options)
   if op == "reduce":
     options = {"keepdims": True, "index_dtype": case["index_dtype"]}

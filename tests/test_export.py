@@ -139,7 +139,7 @@ def test_program_sharded_over_explicit_axes_exports(spec: P) -> None:
   x = _values((8, 64), np.float32)
 
   def fn(x: jax.Array) -> Any:
-    return dml.top_k(x, 5), dml.argmax(x, 1, direction="decreasing")
+    return dml.top_k(x, 5), dml.argmax(x, 1, ties="last")
 
   exported = export.export(jax.jit(fn))(jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding))
   assert exported.nr_devices == 8
