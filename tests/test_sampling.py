@@ -169,26 +169,34 @@ def test_sample_distribution_chi_square() -> None:
 
 
 def test_sample_takes_only_kept_entries_and_both_paths_agree() -> None:
+  """Whole rows, max_k candidates and the fallback (a k above max_k) draw the same token for the same key."""
   logits = _ties((6, 24))
   logits[:, :4] = NAN
   logits[5] = -INF
   k = np.array([1, 3, 7, 12, 2, 5], np.int32)
   p = np.array([0.5, 0.9, 1.0, 0.2, 0.6, 0.5], np.float32)
-  kept = np.isfinite(_kept_sets(logits, None, None, None)) & False
+  kept = np.zeros(logits.shape, bool)
   for row in range(6):
     r = ref.masked(logits[row], ref.keep_top_k(logits[row], int(k[row])))
-    r = ref.masked(r, ref.keep_top_p(r, float(p[row])))
-    kept[row] = ~np.isneginf(r)
-  for seed in range(20):
-    key = jax.random.key(seed)
-    whole = S.sample(key, logits, top_k=k, top_p=p, temperature=0.8)
-    by_candidates = S.sample(key, logits, top_k=k, top_p=p, temperature=0.8, max_k=12)
-    assert_bitwise_equal(by_candidates, whole)
-    tokens = np.asarray(whole)
-    assert np.all(kept[np.arange(5), tokens[:5]])
-    assert tokens[5] == 0  # an all -inf row draws index 0
-  fallback = S.sample(jax.random.key(3), logits, top_k=k, top_p=p, max_k=4)  # k = 7 and 12 exceed max_k
-  assert_bitwise_equal(fallback, S.sample(jax.random.key(3), logits, top_k=k, top_p=p))
+    kept[row] = ~np.isneginf(ref.masked(r, ref.keep_top_p(r, float(p[row]))))
+
+  @jax.jit
+  def draw(keys: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def one(key: jax.Array, max_k: int | None) -> jax.Array:
+      return S.sample(key, logits, top_k=k, top_p=p, temperature=0.8, max_k=max_k)
+
+    whole = jax.lax.map(lambda key: one(key, None), keys)
+    by_candidates = jax.lax.map(lambda key: one(key, 12), keys)
+    fallback = jax.lax.map(lambda key: one(key, 4), keys)  # k = 7 and 12 exceed max_k
+    return whole, by_candidates, fallback
+
+  whole, by_candidates, fallback = draw(jax.random.split(jax.random.key(3), 20))
+  assert_bitwise_equal(by_candidates, whole)
+  assert_bitwise_equal(fallback, whole)
+  tokens = np.asarray(whole)
+  assert np.all(kept[np.arange(5), tokens[:, :5]])
+  assert np.all(tokens[:, 5] == 0)  # an all -inf row draws index 0
+  assert len(np.unique(tokens[:, 2])) > 3  # sampled, not a fixed point
 
 
 def test_sample_is_deterministic_per_key_and_greedy_at_temperature_zero() -> None:
@@ -220,13 +228,16 @@ def test_vmap_over_keys_and_logits() -> None:
   logits = _normal((5, 3, 12))
   keys = jax.random.split(jax.random.key(9), 5)
   k = np.array([1, 2, 3, 4, 5], np.int32)
-  batched = jax.vmap(lambda key, x, k: S.sample(key, x, top_k=k, top_p=0.9, max_k=4))(keys, logits, k)
-  one_by_one = np.stack([S.sample(keys[i], logits[i], top_k=int(k[i]), top_p=0.9, max_k=4) for i in range(5)])
-  assert_bitwise_equal(batched, one_by_one)
-  masks = jax.vmap(S.top_k_mask)(logits, k)
+
+  @jax.jit
+  def batched(keys: jax.Array, x: jax.Array, k: jax.Array) -> tuple[jax.Array, jax.Array]:
+    tokens = jax.vmap(lambda key, x, k: S.sample(key, x, top_k=k, top_p=0.9, max_k=4))(keys, x, k)
+    return tokens, jax.vmap(S.top_k_mask)(x, k)
+
+  tokens, masks = batched(keys, logits, k)
+  one_by_one = np.stack([S.sample(keys[i], logits[i], top_k=k[i], top_p=0.9, max_k=4) for i in range(5)])
+  assert_bitwise_equal(tokens, one_by_one)
   assert_bitwise_equal(masks, np.stack([ref.apply_rows(ref.keep_top_k, logits[i], k[i]) for i in range(5)]))
-  masks = jax.vmap(S.top_p_mask, (0, None))(logits, np.float32(0.5))
-  assert_bitwise_equal(masks, ref.apply_rows(ref.keep_top_p, logits, np.float32(0.5)))
 
 
 def test_jvp_and_grad_of_masked_logits_flow_to_kept_entries_only() -> None:

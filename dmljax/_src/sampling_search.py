@@ -11,7 +11,8 @@ Two bisections, each pass one fused reduction over the row:
    ``t`` whose entries ``key >= t`` reach the target; the prefix is then every entry above ``t``
    and some of the entries equal to ``t``;
 2. over the index (``ceil(log2 V)`` passes): how many of the entries equal to ``t`` (lowest indices
-   first) the prefix needs.
+   first) the prefix needs; skipped when no row has two entries equal to ``t`` (then that one entry is
+   the prefix's last).
 
 Every decision is an integer comparison of sums that are exact, so a row split over devices gives
 the same prefix: each pass is a local reduction and a sum of a few int32 per row across devices.
@@ -57,6 +58,7 @@ def prefix_mask(key: jax.Array, reaches: Reaches) -> jax.Array:
   t = lax.fori_loop(0, width, threshold_step, jnp.zeros(batch, udt))[..., None]
   above, equal = key > t, key == t
   index = lax.broadcasted_iota(jnp.int32, key.shape, key.ndim - 1)
+  index_bits = max(1, (length - 1).bit_length())
 
   # The largest j for which the entries above t and the equal ones of index < j do not reach: the prefix
   # takes the equal entries of index <= j.
@@ -65,6 +67,13 @@ def prefix_mask(key: jax.Array, reaches: Reaches) -> jax.Array:
     enough = reaches(above | (equal & (index < candidate[..., None])))
     return jnp.where(enough, j, candidate)
 
-  index_bits = max(1, (length - 1).bit_length())
-  j = lax.fori_loop(0, index_bits, index_step, jnp.zeros(batch, jnp.int32))[..., None]
+  def among_ties() -> jax.Array:
+    return lax.fori_loop(0, index_bits, index_step, jnp.zeros(batch, jnp.int32))[..., None]
+
+  def no_ties() -> jax.Array:
+    return jnp.full((*batch, 1), length - 1, jnp.int32)  # the one entry equal to t is the prefix's last
+
+  # A row whose threshold key is held by one entry needs no second search: skip it when no row has ties there.
+  ties = jnp.any(jnp.sum(equal, axis=-1, dtype=jnp.int32) > 1)
+  j = lax.cond(ties, among_ties, no_ties)
   return above | (equal & (index <= j))
