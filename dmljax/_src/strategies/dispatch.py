@@ -8,6 +8,8 @@ strategy runs on every platform instead (tests and benchmarks).
 ==========  ====================  ============================================================
 platform    strategy              when
 ==========  ====================  ============================================================
+cpu         cpu_kernel            the compiled kernel where it is built and handles the type (exported
+                                  programs: the rows below)
 cpu         cpu_float_view        floats where staging does not pay (:func:`cpu.float_view_pays`)
 cpu         cpu_chunked           long rows: chunk maxima, then candidates (:func:`cpu.staged_kind`)
 cpu         cpu_extracted         k <= 2 on short rows of large arrays
@@ -31,7 +33,7 @@ import functools
 import jax
 
 from dmljax._src import platform
-from dmljax._src.strategies import cpu, gpu_kernel, one_pass, peak, radix, sort, staged, tpu_kernel
+from dmljax._src.strategies import cpu, cpu_kernel, gpu_kernel, one_pass, peak, radix, sort, staged, tpu_kernel
 from dmljax._src.strategies.case import Case, Selected, Strategy, always
 
 index_dtype = sort.index_dtype
@@ -40,12 +42,24 @@ index_dtype = sort.index_dtype
 SORTED_KEYS = Strategy("sorted_keys", always, sort.sorted_keys)
 CHUNKED_SORTS = Strategy("chunked_sorts", staged.accelerator_pays, staged.accelerator_chunked)
 
+# The CPU table's XLA rows: what runs where the compiled kernel does not (not built, other types, exported).
+CPU_XLA = (
+  Strategy("cpu_float_view", cpu.float_view_pays, cpu.float_view),
+  Strategy("cpu_chunked", lambda case: cpu.staged_kind(case) == "chunked", cpu.chunked),
+  Strategy("cpu_extracted", lambda case: cpu.staged_kind(case) == "extracted", cpu.extracted),
+  Strategy("cpu_key_view", always, cpu.key_view),
+)
+
+
+def cpu_xla_select(x: jax.Array, case: Case) -> Selected:
+  """The CPU table's pick among its XLA rows."""
+  return next(s for s in CPU_XLA if s.applies(case)).select(x, case)
+
+
 TABLES: dict[platform.Branch, tuple[Strategy, ...]] = {
   "cpu": (
-    Strategy("cpu_float_view", cpu.float_view_pays, cpu.float_view),
-    Strategy("cpu_chunked", lambda case: cpu.staged_kind(case) == "chunked", cpu.chunked),
-    Strategy("cpu_extracted", lambda case: cpu.staged_kind(case) == "extracted", cpu.extracted),
-    Strategy("cpu_key_view", always, cpu.key_view),
+    Strategy(cpu_kernel.NAME, cpu_kernel.applies, cpu_kernel.selecting(cpu_xla_select), cpu_kernel.handles),
+    *CPU_XLA,
   ),
   "cuda": (
     Strategy("peak_reduction", peak.handles, peak.select, peak.handles),
