@@ -115,14 +115,25 @@ inline bool Before(const Pair<K>& a, const Pair<K>& b) {
 
 // The min(k, end - begin) first pairs of row[begin, end), sorted, into out; returns how many.
 template <typename Key, bool kLargestFirst>
-int64_t SelectSegment(const typename Key::Bits* row, int64_t begin, int64_t end, int64_t k,
-                      std::vector<Pair<KeyOf<Key>>>& buffer, Pair<KeyOf<Key>>* out) {
+__attribute__((always_inline)) inline int64_t SelectSegmentBody(const typename Key::Bits* row, int64_t begin,
+                                                                int64_t end, int64_t k,
+                                                                std::vector<Pair<KeyOf<Key>>>& buffer,
+                                                                Pair<KeyOf<Key>>* out) {
   using K = KeyOf<Key>;
   auto key = [](typename Key::Bits bits) -> K {
     K ascending = static_cast<K>(Key::Of(bits));
     return kLargestFirst ? ascending : static_cast<K>(~ascending);
   };
   auto before = [](const Pair<K>& a, const Pair<K>& b) { return Before(a, b); };
+  if (k == 1 && end > begin) {
+    // The largest key (a vectorized maximum), then the first element that has it.
+    K largest = std::numeric_limits<K>::min();
+    for (int64_t i = begin; i < end; ++i) largest = std::max(largest, key(row[i]));
+    int64_t first = begin;
+    while (key(row[first]) != largest) ++first;
+    out[0] = {largest, static_cast<int32_t>(first)};
+    return 1;
+  }
   const int64_t keep = std::min(k, end - begin);
   const bool small = keep <= kInsertionK;
   const int64_t capacity = small ? keep : keep + std::max<int64_t>(keep, kMinSlack);
@@ -174,6 +185,28 @@ int64_t SelectSegment(const typename Key::Bits* row, int64_t begin, int64_t end,
   }
   std::copy(kept, kept + count, out);
   return count;
+}
+
+// The same code compiled twice: for the baseline x86-64 (SSE2) and for AVX2, which doubles the width of the
+// key-and-maximum loop; the first call on a CPU with AVX2 takes the second.
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename Key, bool kLargestFirst>
+__attribute__((target("avx2"))) int64_t SelectSegmentAvx2(const typename Key::Bits* row, int64_t begin,
+                                                           int64_t end, int64_t k,
+                                                           std::vector<Pair<KeyOf<Key>>>& buffer,
+                                                           Pair<KeyOf<Key>>* out) {
+  return SelectSegmentBody<Key, kLargestFirst>(row, begin, end, k, buffer, out);
+}
+#endif
+
+template <typename Key, bool kLargestFirst>
+int64_t SelectSegment(const typename Key::Bits* row, int64_t begin, int64_t end, int64_t k,
+                      std::vector<Pair<KeyOf<Key>>>& buffer, Pair<KeyOf<Key>>* out) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return SelectSegmentAvx2<Key, kLargestFirst>(row, begin, end, k, buffer, out);
+#endif
+  return SelectSegmentBody<Key, kLargestFirst>(row, begin, end, k, buffer, out);
 }
 
 // Threads -----------------------------------------------------------------------------------------------------

@@ -31,16 +31,16 @@ def _names() -> list[str]:
 
 
 def _installed() -> list[pathlib.Path]:
-  """The library in the installed ``dmljax`` distribution, if one is installed."""
-  try:
-    distribution = importlib.metadata.distribution("dmljax")
-  except importlib.metadata.PackageNotFoundError:
-    return []
+  """The library in every installed ``dmljax`` distribution on the path.
+
+  Every one, not the first: a source tree that pip built in place holds a ``dmljax.egg-info`` of its own,
+  which lists no library and comes first when the tree is the working directory.
+  """
   names = set(_names())
-  files = distribution.files or []
   return [
     pathlib.Path(str(distribution.locate_file(file)))
-    for file in files
+    for distribution in importlib.metadata.distributions(name="dmljax")
+    for file in distribution.files or []
     if file.name in names and file.parent.as_posix().endswith("dmljax/_src")
   ]
 
