@@ -9,7 +9,7 @@ Types: float16, bfloat16, float32, float64 and the signed and unsigned integers 
 
 **How.** Each row is read once, keeping the ``k`` best pairs behind a threshold that only rises; rows, or
 chunks of long rows whose candidates are merged exactly, are spread over XLA's own intra-op thread pool.
-Calls under 128 KiB run on the calling thread.
+Calls under 128 KiB run on the calling thread; inputs under :data:`MIN_BYTES` keep the XLA rows.
 
 **Where not.** The kernel sits behind a primitive whose CPU lowering is the FFI call only when the library
 is loaded (:mod:`cpu_kernel_library`) and the program is not being exported: an FFI target is not a stable
@@ -33,6 +33,10 @@ from dmljax._src import cpu_kernel_library, platform
 from dmljax._src.strategies.case import Case, Select, Selected
 
 NAME = "cpu_kernel"
+# Smaller inputs keep the table's XLA rows, which XLA:CPU runs on the calling thread: a call to the kernel
+# costs more than the whole selection there (measured on 2 cores: 256x8 float32 k=2 took 1.2-1.4x as long as
+# with the XLA rows; 4x4096 k=1, 64 KiB, 0.75x).
+MIN_BYTES = 1 << 15
 _MAX_ROW = np.iinfo(np.int32).max
 _TYPES = frozenset(
   np.dtype(t) for t in (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64, jnp.int8, jnp.int16, jnp.int32, jnp.int64)
@@ -45,8 +49,9 @@ def handles(case: Case) -> bool:
 
 
 def applies(case: Case) -> bool:
-  """Wherever it handles the case, the library is loaded and the choice does not rule the kernel out."""
-  return handles(case) and platform.current().cpu_kernel and cpu_kernel_library.available()
+  """Inputs of :data:`MIN_BYTES` or more that it handles, where the library is loaded and the choice allows it."""
+  large = case.size * case.dtype.itemsize >= MIN_BYTES
+  return large and handles(case) and platform.current().cpu_kernel and cpu_kernel_library.available()
 
 
 # The primitive: the FFI call under jit on CPU, the fallback selection when exported or elsewhere --------------
