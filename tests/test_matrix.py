@@ -34,7 +34,7 @@ from jax.sharding import PartitionSpec as P
 from reference import ref_arg_reduce, ref_gather_nd, ref_one_hot, ref_reduce, ref_top_k
 
 import dmljax as dml
-from dmljax._src import gather_nd, index_math, platform, rank_keys, selection, trailing_peak
+from dmljax._src import cpu_kernel_library, gather_nd, index_math, platform, rank_keys, selection, trailing_peak
 from dmljax._src import reduce as reduce_lib
 from dmljax._src.strategies import dispatch, one_pass, peak, sort
 
@@ -183,6 +183,11 @@ def _narrow_lax_top_k() -> Iterator[None]:
     jax.clear_caches()
 
 
+def _without_cpu_kernel() -> contextlib.AbstractContextManager[Any]:
+  """The CPU table without the compiled kernel: the XLA rows a build without a C++ compiler runs."""
+  return platform.choosing(cpu_kernel=False)
+
+
 def _strategy(name: str) -> Callable[[], contextlib.AbstractContextManager[Any]]:
   """A top-k strategy forced by name, Pallas kernels in interpret mode."""
   return lambda: platform.choosing(top_k=name, interpret=True)
@@ -232,16 +237,70 @@ PATHS: list[Path] = [
     "cpu",
     strategy="cpu_float_view",
     reaches=((rank_keys, "canonical_float"),),
+    setup=_without_cpu_kernel,
   ),
   _top_k_row(
-    "top_k/cpu_plain_float_increasing", (512, 64), 4, 1, "cpu", direction="increasing", strategy="cpu_float_view"
+    "top_k/cpu_plain_float_increasing",
+    (512, 64),
+    4,
+    1,
+    "cpu",
+    direction="increasing",
+    strategy="cpu_float_view",
+    setup=_without_cpu_kernel,
   ),
-  _top_k_row("top_k/cpu_small_int_keys", (6, 40), 5, 1, "cpu", make=_tied_int, grad_args=(), strategy="cpu_key_view"),
   _top_k_row(
-    "top_k/cpu_chunked", (4, 4096), 16, -1, "cpu", make=_tied_int, grad_args=(), strategy="cpu_chunked", hlo=("sort",)
+    "top_k/cpu_small_int_keys",
+    (6, 40),
+    5,
+    1,
+    "cpu",
+    make=_tied_int,
+    grad_args=(),
+    strategy="cpu_key_view",
+    setup=_without_cpu_kernel,
   ),
-  _top_k_row("top_k/cpu_chunked_float", (32, 512), 4, -1, "cpu", make=_tied, strategy="cpu_chunked"),
-  _top_k_row("top_k/cpu_extracted", (256, 64), 2, 1, "cpu", strategy="cpu_extracted"),
+  _top_k_row(
+    "top_k/cpu_chunked",
+    (4, 4096),
+    16,
+    -1,
+    "cpu",
+    make=_tied_int,
+    grad_args=(),
+    strategy="cpu_chunked",
+    hlo=("sort",),
+    setup=_without_cpu_kernel,
+  ),
+  _top_k_row(
+    "top_k/cpu_chunked_float", (32, 512), 4, -1, "cpu", make=_tied, strategy="cpu_chunked", setup=_without_cpu_kernel
+  ),
+  _top_k_row("top_k/cpu_extracted", (256, 64), 2, 1, "cpu", strategy="cpu_extracted", setup=_without_cpu_kernel),
+  # The compiled CPU kernel (an FFI call; exported programs hold the rows above), forced so that the rows are the
+  # same where the package was built without it (there its primitive lowers to those rows; tests/test_cpu_kernel.py
+  # checks that the table picks it).
+  _top_k_row(
+    "top_k/cpu_kernel",
+    (6, 40),
+    5,
+    1,
+    "cpu",
+    setup=_strategy("cpu_kernel"),
+    strategy="cpu_kernel",
+    hlo=(cpu_kernel_library.TARGET,) if cpu_kernel_library.available() else (),
+  ),
+  _top_k_row(
+    "top_k/cpu_kernel_int_increasing",
+    (4, 4096),
+    16,
+    -1,
+    "cpu",
+    make=_tied_int,
+    grad_args=(),
+    direction="increasing",
+    setup=_strategy("cpu_kernel"),
+    strategy="cpu_kernel",
+  ),
   # CUDA: XLA's TopK kernel on kernel keys (NaN-free floats; chosen by name, since the one-pass kernel runs under
   # jit where it applies, and exported programs hold it), one (key, index) reduction for k == 1, the chunked
   # selection whose stages are sorts (k > 16), short rows sort their keys.

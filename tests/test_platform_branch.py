@@ -54,14 +54,14 @@ def test_a_cpu_program_traces_the_cpu_branch_only() -> None:
 
 def test_export_for_several_platforms_lowers_each_branch_under_the_choice_of_the_call() -> None:
   traced, seen, branches = _counted()
-  with platform.choosing(interpret=True, top_k="radix"):
+  with platform.choosing(interpret=True, top_k="sorted_keys"):
     fn = jax.jit(lambda x: platform.branch(x, **branches))
     staged = fn.trace(jax.ShapeDtypeStruct(X.shape, X.dtype))
   assert dict(traced) == {"cpu": 1} and platform.current() == platform.Choice()
   staged.lower(lowering_platforms=("cpu", "cuda", "tpu"))  # outside the block: the call's choice comes back
   assert traced["cuda"] == 1 and traced["tpu"] == 1 and traced["default"] == 0
-  assert seen["tpu"] == seen["cuda"] == platform.Choice(interpret=True, top_k="radix")
-  with platform.choosing(interpret=True, top_k="radix"):
+  assert seen["tpu"] == seen["cuda"] == platform.Choice(interpret=True, top_k="sorted_keys")
+  with platform.choosing(interpret=True, top_k="sorted_keys"):
     exported = export.export(fn, platforms=("cpu", "cuda", "tpu"))(jax.ShapeDtypeStruct(X.shape, X.dtype))
   np.testing.assert_array_equal(exported.call(X), jnp.sin(X))
 

@@ -42,11 +42,16 @@ Implementation = Callable[[jax.Array], Any]
 
 @dataclasses.dataclass(frozen=True)
 class Choice:
-  """What the library traces: a forced platform branch, a forced top-k strategy, Pallas interpret mode."""
+  """What the library traces: a forced platform branch, a forced top-k strategy, Pallas interpret mode.
+
+  ``cpu_kernel=False`` keeps the compiled CPU top-k kernel out of the CPU table's picks: the table a build
+  without a C++ compiler runs.
+  """
 
   branch: Branch | None = None
   top_k: str | None = None
   interpret: bool = False
+  cpu_kernel: bool = True
 
 
 _choice = Choice()

@@ -10,6 +10,8 @@ and naming one for a case it does not handle is an error.
 ==========  ====================  =========================================================================
 platform    strategy              handles / runs when
 ==========  ====================  =========================================================================
+cpu         cpu_kernel            float16/32/64, bfloat16, 8- to 64-bit integers / inputs of 32 KiB or more
+                                  where the compiled kernel is loaded (exported programs: this table's next row)
 cpu         cpu_float_view        floats / where staging does not pay (:func:`cpu.float_view_pays`)
 cpu         cpu_chunked           rows with a chunk length / long rows (:func:`cpu.staged_kind`)
 cpu         cpu_extracted         ``k <= 8`` / ``k <= 2`` on short rows of large arrays
@@ -34,7 +36,7 @@ import functools
 import jax
 
 from dmljax._src import platform
-from dmljax._src.strategies import cpu, gpu_kernel, one_pass, peak, sort, staged, tpu_kernel
+from dmljax._src.strategies import cpu, cpu_kernel, gpu_kernel, one_pass, peak, sort, staged, tpu_kernel
 from dmljax._src.strategies.case import Case, Select, Selected, Strategy
 
 index_dtype = sort.index_dtype
@@ -64,6 +66,9 @@ CHUNKED_SORTS = Strategy(
 
 TABLES: dict[platform.Branch, tuple[Strategy, ...]] = {
   "cpu": (
+    Strategy(
+      cpu_kernel.NAME, cpu_kernel.selecting(_next_row("cpu", cpu_kernel.NAME)), cpu_kernel.handles, cpu_kernel.pays
+    ),
     Strategy("cpu_float_view", cpu.float_view, cpu.float_view_handles, cpu.float_view_pays),
     Strategy("cpu_chunked", cpu.chunked, cpu.chunked_handles, cpu.chunked_pays),
     Strategy("cpu_extracted", cpu.extracted, cpu.extracted_handles, cpu.extracted_pays),

@@ -1,0 +1,136 @@
+"""XLA:CPU: the compiled top-k kernel (``csrc/cpu_top_k.cc``), an FFI call that uses every core.
+
+**What it computes.** For every row, the ``k`` first elements in dmljax's order (any ``k`` up to the row
+length, either direction): values as the input's bits, int32 indices. The kernel computes each element's
+order key from its bits exactly as :func:`rank_keys.ascending_key` does (the bitwise not of it for the
+smallest first) and compares ``(key, index)`` pairs, larger key first and of equal keys the lower index.
+Types: float16, bfloat16, float32, float64 and the signed and unsigned integers of 8 to 64 bits
+(:func:`handles`); float8, float4 and int4 types keep the table's XLA rows.
+
+**How.** Each row is read once, keeping the ``k`` best pairs behind a threshold that only rises; rows, or
+chunks of long rows whose candidates are merged exactly, are spread over XLA's own intra-op thread pool.
+Calls under 128 KiB run on the calling thread; inputs under :data:`MIN_BYTES` keep the XLA rows.
+
+**Where not.** The kernel sits behind a primitive whose CPU lowering is the FFI call only when the library
+is loaded (:mod:`cpu_kernel_library`) and the program is not being exported: an FFI target is not a stable
+custom call for ``jax.export``, so exported programs (and every other platform) get ``fallback``, the
+selection the CPU table makes without the kernel, which the table passes in.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from dmljax._src import cpu_kernel_library, platform
+from dmljax._src.strategies.case import Case, Select, Selected
+
+NAME = "cpu_kernel"
+# Smaller inputs keep the table's XLA rows, which XLA:CPU runs on the calling thread: a call to the kernel
+# costs more than the whole selection there (measured on 2 cores: 256x8 float32 k=2 took 1.2-1.4x as long as
+# with the XLA rows; 4x4096 k=1, 64 KiB, 0.75x).
+MIN_BYTES = 1 << 15
+_MAX_ROW = np.iinfo(np.int32).max
+_TYPES = frozenset(
+  np.dtype(t) for t in (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64, jnp.int8, jnp.int16, jnp.int32, jnp.int64)
+) | frozenset(np.dtype(t) for t in (jnp.uint8, jnp.uint16, jnp.uint32, jnp.uint64))
+
+
+def handles(case: Case) -> bool:
+  """The types the kernel keys (float16, bfloat16, float32, float64, 8- to 64-bit integers), rows int32 indexes."""
+  return case.dtype in _TYPES and case.n <= _MAX_ROW and 1 <= case.k <= case.n
+
+
+def pays(case: Case) -> bool:
+  """Inputs of :data:`MIN_BYTES` or more, where the library is loaded and the choice allows it."""
+  large = case.size * case.dtype.itemsize >= MIN_BYTES
+  return large and platform.current().cpu_kernel and cpu_kernel_library.available()
+
+
+# The primitive: the FFI call under jit on CPU, the fallback selection when exported or elsewhere --------------
+
+_cpu_kernel_p = Primitive("dmljax_cpu_kernel_top_k")
+_cpu_kernel_p.multiple_results = True
+
+
+@_cpu_kernel_p.def_impl
+def _impl(rows: jax.Array, **params: Any) -> Any:
+  return jax.jit(functools.partial(_cpu_kernel_p.bind, **params))(rows)
+
+
+@_cpu_kernel_p.def_abstract_eval
+def _abstract_eval(aval: Any, *, k: int, largest_first: bool, fallback: Select) -> list[Any]:
+  del largest_first, fallback
+  shape = (aval.shape[0], k)
+  return [
+    aval.update(shape=shape, weak_type=False),
+    aval.update(shape=shape, dtype=np.dtype(np.int32), weak_type=False),
+  ]
+
+
+def _exporting(ctx: Any) -> bool:
+  """Whether the program is being lowered for ``jax.export`` (assumed so where JAX does not say)."""
+  return bool(getattr(getattr(ctx.module_context, "lowering_parameters", None), "for_export", True))
+
+
+def _fallback_lowering(ctx: Any, rows: Any, *, k: int, largest_first: bool, fallback: Select) -> Any:
+  case = Case(np.dtype(ctx.avals_in[0].dtype), tuple(ctx.avals_in[0].shape), k, largest_first)
+  return mlir.lower_fun(lambda x: fallback(x, case), multiple_results=True)(ctx, rows)
+
+
+def _cpu_lowering(ctx: Any, rows: Any, *, k: int, largest_first: bool, fallback: Select) -> Any:
+  if _exporting(ctx) or not cpu_kernel_library.available():
+    return _fallback_lowering(ctx, rows, k=k, largest_first=largest_first, fallback=fallback)
+  lowering = jax.ffi.ffi_lowering(cpu_kernel_library.TARGET)
+  return lowering(ctx, rows, k=np.int64(k), largest_first=bool(largest_first))
+
+
+mlir.register_lowering(_cpu_kernel_p, _fallback_lowering)
+mlir.register_lowering(_cpu_kernel_p, _cpu_lowering, platform="cpu")
+
+
+def _batched(args: Any, dims: Any, **params: Any) -> tuple[Any, tuple[int, int]]:
+  (rows,), (dim,) = args, dims
+  rows = jnp.moveaxis(rows, dim, 0)
+  batch, count, n = rows.shape
+  values, indices = _cpu_kernel_p.bind(rows.reshape(batch * count, n), **params)
+  k = params["k"]
+  return (values.reshape(batch, count, k), indices.reshape(batch, count, k)), (0, 0)
+
+
+batching.primitive_batchers[_cpu_kernel_p] = _batched
+
+
+def _jvp(primals: Any, tangents: Any, **params: Any) -> Any:
+  """Values' tangents are the input's tangents at the selected indices; indices have none."""
+  (rows,), (tangent,) = primals, tangents
+  values, indices = _cpu_kernel_p.bind(rows, **params)
+  tangent = ad.instantiate_zeros(tangent)
+  value_tangent = jnp.take_along_axis(tangent, indices, axis=-1, mode="promise_in_bounds")
+  return (values, indices), (value_tangent, ad.Zero(jax.typeof(indices).to_tangent_aval()))
+
+
+ad.primitive_jvps[_cpu_kernel_p] = _jvp
+
+
+def selecting(fallback: Select) -> Select:
+  """The kernel's selection, with ``fallback`` (the CPU table's XLA pick) where the kernel cannot run."""
+
+  def select(x: jax.Array, case: Case) -> Selected:
+    lead = x.shape[:-1]
+    count = math.prod(lead)
+    if count == 0:
+      return jnp.zeros((*lead, case.k), x.dtype), jnp.zeros((*lead, case.k), np.int32)
+    values, indices = _cpu_kernel_p.bind(
+      x.reshape(count, case.n), k=case.k, largest_first=case.largest_first, fallback=fallback
+    )
+    return values.reshape(*lead, case.k), indices.reshape(*lead, case.k)
+
+  return select
