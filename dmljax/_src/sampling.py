@@ -159,10 +159,11 @@ def top_k_mask(logits: ArrayLike, k: ArrayLike, *, max_k: int | None = None) -> 
 
   ``k`` is data: a Python int or an integer array (one per row), traced or not, and one compiled
   program serves every value. Without ``max_k`` the kept set is found by a threshold search over
-  the order key (32 + log2(V) passes of one fused count per row for float32 and narrower logits;
-  no sort). With a static bound ``max_k``, the row's first ``max_k`` entries are selected once
-  (:func:`dmljax.top_k`) and the first ``k`` of them are kept; a row whose ``k`` exceeds ``max_k``
-  at run time still gets the exact answer, by the threshold search.
+  the order key (32 passes of one fused count per row for float32 and narrower logits, and up to
+  log2(V) more where the threshold value is tied; no sort). With a static bound ``max_k``, the
+  row's first ``max_k`` entries are selected once (:func:`dmljax.top_k`) and the first ``k`` of
+  them are kept; a row whose ``k`` exceeds ``max_k`` at run time still gets the exact answer, by
+  the threshold search.
 
   Args:
     logits: floating-point array, rank >= 1; the last axis is the vocabulary.
