@@ -364,8 +364,10 @@ def _propagate_nan(x: jax.Array, axes: tuple[int, ...], extreme: jax.Array) -> j
     return extreme
   bits = value_bits.to_bits(x)
   nan_bits = jnp.max(jnp.where(jnp.isnan(x), bits, jnp.zeros((), bits.dtype)), axes, keepdims=True)
-  nan = value_bits.from_bits(nan_bits, x.dtype)  # no NaN in the block: bits 0, which is no NaN in any type
-  return jnp.where(jnp.isnan(nan), nan, extreme)
+  # No NaN in the block: bits 0, which is no NaN in any type. The select is on bits too: XLA:CPU selects
+  # bfloat16 through float32, which quietens a signalling NaN.
+  found = jnp.isnan(value_bits.from_bits(nan_bits, x.dtype))
+  return value_bits.from_bits(jnp.where(found, nan_bits, value_bits.to_bits(extreme)), x.dtype)
 
 
 def _integer_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
@@ -394,8 +396,10 @@ def _extreme_jvp(
   (x,), (t,) = primals, tangents
   out = _extreme(x, axes, find_max)
   hit = (x == out) | (jnp.isnan(x) & jnp.isnan(out))  # a NaN result comes from the NaNs
-  count = jnp.sum(hit, axes, keepdims=True, dtype=x.dtype)
-  return out, jnp.sum(jnp.where(hit, t, jnp.zeros((), t.dtype)), axes, keepdims=True) / count
+  wide = np.dtype(np.float32) if np.dtype(t.dtype).itemsize < 4 else np.dtype(t.dtype)  # narrow floats: float32
+  count = jnp.sum(hit, axes, keepdims=True, dtype=wide)
+  share = jnp.sum(jnp.where(hit, t.astype(wide), jnp.zeros((), wide)), axes, keepdims=True) / count
+  return out, share.astype(t.dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("function", "axes", "keepdims", "index_dtype", "choice"))
@@ -437,10 +441,10 @@ def _reduce(
     out = _log_sum_exp(a, axes)
   elif function == F.MULTIPLY:
     out = _product(a, axes)
-  elif function == F.MAX:
-    out = _extreme(a, axes, True) if dtypes.is_float(a.dtype) else _integer_extreme(a, axes, True)
+  elif function == F.MAX:  # an element of the input: selected in its own type, never widened and narrowed back
+    out = _extreme(x, axes, True) if dtypes.is_float(dtype) else _integer_extreme(x, axes, True)
   else:
-    out = _extreme(a, axes, False) if dtypes.is_float(a.dtype) else _integer_extreme(a, axes, False)
+    out = _extreme(x, axes, False) if dtypes.is_float(dtype) else _integer_extreme(x, axes, False)
   out = out.astype(dtype)
   return out if keepdims else jnp.squeeze(out, axes)
 
