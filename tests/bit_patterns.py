@@ -57,8 +57,7 @@ def _decoded(patterns: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 @functools.cache
 def _float_classes(dtype: np.dtype) -> dict[str, np.ndarray]:
-  """Bit patterns of each class: ``nan``, ``inf``, ``zero``, ``extreme`` (largest finite, smallest normal),
-  ``normal``."""
+  """Bit patterns by class: ``nan``, ``inf``, ``zero``, ``extreme`` (largest, smallest normal), ``normal``."""
   bits = width(dtype)
   info = ml_dtypes.finfo(dtype)
   tiny = float(info.smallest_normal)

@@ -73,10 +73,10 @@ def _comparable(x: np.ndarray) -> np.ndarray:
   if _is_float(x.dtype):
     if x.dtype.kind == "f" and x.dtype.itemsize > 8:  # longdouble: keep as is
       return x
-    if x.dtype.kind != "f":  # ml_dtypes types: go through float32 (NumPy warns of a NaN's cast)
-      with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # NumPy warns of a signalling NaN's cast
+      if x.dtype.kind != "f":  # ml_dtypes types: go through float32
         return x.astype(np.float32).astype(np.float64)
-    return x.astype(np.float64)
+      return x.astype(np.float64)
   if x.dtype.kind not in "iu":  # ml_dtypes' sub-byte integers
     return x.astype(np.int64)
   return x

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _helpers import BFLOAT16, assert_bitwise_equal, x64
+from _helpers import BFLOAT16, assert_bitwise_equal, load_example, x64
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -129,3 +129,39 @@ def test_values_move_as_unsigned_integers_of_their_width(dtype: Any) -> None:
     moved = value_bits.to_bits(jnp.asarray(x))
     assert moved.dtype.kind == "u"
     assert_bitwise_equal(value_bits.from_bits(moved, np.dtype(dtype)), x, str(dtype))
+
+
+@pytest.mark.parametrize("axis", [0, 1], ids=["batch", "sequence"])
+def test_partitioning_rules_keep_a_thread_local_x64(axis: int) -> None:
+  """XLA calls custom_partitioning's rule on its own thread, outside a ``jax.enable_x64`` block: the rule's body
+  was traced with int64 keys cut to int32 (wrong indices, or a crash while compiling)."""
+  rng = np.random.default_rng(64)
+  x = rng.standard_normal((4, 40)) * 10.0 ** rng.integers(-300, 300, (4, 40))
+  sharding = NamedSharding(_mesh(False), P(*([None] * axis), "d"))
+  with x64():
+    values, indices = jax.jit(lambda x: dml.top_k(x, 5, direction="increasing"), in_shardings=sharding)(x)
+    argmin = jax.jit(lambda x: dml.argmin(x.reshape(4, 4, 10), (1, 2)), in_shardings=sharding)(x)
+  want = np.argsort(x, axis=1, kind="stable")[:, :5]
+  np.testing.assert_array_equal(np.asarray(indices), want)
+  assert_bitwise_equal(values, np.take_along_axis(x, want, axis=1), "float64 values")
+  np.testing.assert_array_equal(np.asarray(argmin), np.argmin(x, axis=1))
+
+
+collective_bytes = load_example("local_cluster").collective_bytes
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BFLOAT16])
+def test_chunks_on_automatic_axes_move_only_candidates(dtype: Any) -> None:
+  """The selection by chunks (ROCm, TPUs on automatic axes): each device selects from the chunk it holds.
+
+  XLA's partitioner replicated the chunk matrix for the per-chunk TopK (an all-gather of every chunk's keys,
+  the whole row) before; now only the 4 chunks' k candidates, and the k results, cross devices."""
+  x = np.random.default_rng(9).standard_normal((1, 4096)).astype(dtype)
+  sharding = NamedSharding(_mesh(False), P(None, "d"))
+  with platform.choosing(branch="default"):
+    compiled = jax.jit(lambda x: dml.top_k(x, 8), in_shardings=sharding).lower(x).compile()
+    values, indices = compiled(x)
+  want_values, want_indices = dml.top_k(x, 8)
+  np.testing.assert_array_equal(np.asarray(indices), np.asarray(want_indices))
+  assert_bitwise_equal(values, np.asarray(want_values), "by chunks")
+  assert 0 < collective_bytes(compiled) < x.nbytes // 4  # less than one device's chunk

@@ -364,7 +364,10 @@ def _run_sharded(op: Op, args: tuple[np.ndarray, ...], explicit: bool, axis: int
 
 
 def _run(cell: Cell, args: tuple[np.ndarray, ...]) -> None:
-  op, column = cell.op, cell.column
+  # A function of the cell's own: jax.jit caches a trace by function, and a trace made under another path's
+  # choice would run that path's code.
+  op = dataclasses.replace(cell.op, call=lambda *a: cell.op.call(*a))
+  column = cell.column
   if column == "plain":
     _check(op, op.call(*map(jnp.asarray, args)), args, column)
   elif column == "jit":

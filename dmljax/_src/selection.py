@@ -112,7 +112,9 @@ def _per_shard_top_k(
   return _merge(values, indices, k, descending, last)
 
 
-def _chunked_top_k(sequences: jax.Array, k: int, descending: bool, last: bool, chunks: int) -> Selected:
+def _chunked_top_k(
+  sequences: jax.Array, k: int, descending: bool, last: bool, chunks: int, mesh: jax.sharding.AbstractMesh | None = None
+) -> Selected:
   """The selection as ``chunks`` equal chunks of every sequence, each selecting its candidates, and a merge.
 
   Written in ordinary operations that XLA partitions by itself: where the sequence axis is split
@@ -128,7 +130,16 @@ def _chunked_top_k(sequences: jax.Array, k: int, descending: bool, last: bool, c
   wide = dispatch.index_dtype(length)
   parts = jnp.moveaxis(sequences.reshape(rows, chunks, size), 1, 0).reshape(chunks * rows, size)
   start = lax.broadcasted_iota(wide, (chunks, rows, 1), 0).reshape(chunks * rows, 1) * np.array(size, wide)
-  values, indices = _candidates(parts, k, descending, last, start, wide)
+
+  def select(part: jax.Array, start: jax.Array) -> Selected:
+    return _candidates(part, k, descending, last, start, wide)
+
+  if mesh is not None:
+    # Each device selects the candidates of the chunks it holds (XLA's partitioner would replicate the whole
+    # chunk matrix for the TopK first): only candidates move to the merge.
+    spec = PartitionSpec("chunks", None)
+    select = jax.shard_map(select, mesh=mesh, in_specs=(spec, spec), out_specs=(spec, spec), check_vma=False)
+  values, indices = select(parts, start)
 
   def by_sequence(selected: jax.Array) -> jax.Array:
     # Each sequence's candidates, chunk after chunk.
@@ -139,9 +150,12 @@ def _chunked_top_k(sequences: jax.Array, k: int, descending: bool, last: bool, c
 
 
 def _partition(
-  k: int, descending: bool, last: bool, mesh: Any, arg_shapes: Any, result_shape: Any
+  k: int, descending: bool, last: bool, x64: bool, mesh: Any, arg_shapes: Any, result_shape: Any
 ) -> tuple[Any, Callable[..., Any], tuple[NamedSharding, NamedSharding], tuple[NamedSharding]]:
-  """custom_partitioning's rule: keep batch shardings, split the sequence axis as local top-k + merge."""
+  """custom_partitioning's rule: keep batch shardings, split the sequence axis as local top-k + merge.
+
+  ``x64``: the setting the call was traced with, which the body is traced with again (:func:`shardings.with_x64`).
+  """
   del result_shape
   (operand,) = arg_shapes
   spec = shardings.full_spec(operand.sharding.spec, len(operand.shape))
@@ -152,18 +166,24 @@ def _partition(
     in_sharding = NamedSharding(mesh, PartitionSpec(*spec[:-1], None))
     return (
       mesh,
-      functools.partial(local_top_k, k=k, descending=descending, last=last),
+      shardings.with_x64(x64, functools.partial(local_top_k, k=k, descending=descending, last=last)),
       (out_sharding, out_sharding),
       (in_sharding,),
     )
   lower = functools.partial(
     _per_shard_top_k, k=k, descending=descending, last=last, names=names, length=operand.shape[-1]
   )
-  return mesh, lower, (out_sharding, out_sharding), (NamedSharding(mesh, PartitionSpec(*spec)),)
+  return (
+    mesh,
+    shardings.with_x64(x64, lower),
+    (out_sharding, out_sharding),
+    (NamedSharding(mesh, PartitionSpec(*spec)),),
+  )
 
 
-@functools.partial(custom_partitioning, static_argnums=(1, 2, 3))
-def _partitioned_top_k(sequences: jax.Array, k: int, descending: bool, last: bool) -> Selected:
+@functools.partial(custom_partitioning, static_argnums=(1, 2, 3, 4))
+def _partitioned_top_k(sequences: jax.Array, k: int, descending: bool, last: bool, x64: bool) -> Selected:
+  del x64  # read by the partitioning rule
   return local_top_k(sequences, k, descending, last)
 
 
@@ -196,8 +216,22 @@ def _top_k_by_chunks_lowering(ctx: Any, sequences: Any, *, k: int, descending: b
   if chunks == 1:
     select = functools.partial(local_top_k, k=k, descending=descending, last=last)
   else:
-    select = functools.partial(_chunked_top_k, k=k, descending=descending, last=last, chunks=chunks)
+    select = functools.partial(
+      _chunked_top_k, k=k, descending=descending, last=last, chunks=chunks, mesh=_chunk_mesh(ctx, chunks)
+    )
   return mlir.lower_fun(select, multiple_results=True)(ctx, sequences)
+
+
+def _chunk_mesh(ctx: Any, chunks: int) -> jax.sharding.AbstractMesh:
+  """The program's devices in their order, as ``chunks`` groups: the ``c``-th holds the ``c``-th chunk.
+
+  Chunk ``c`` of a sequence split over every device lies on the ``c``-th, so each device selects from
+  what it holds. Where the split differs (the sequence over some of the devices only), XLA first moves
+  the chunks to where this mesh puts them: the same result, more traffic.
+  """
+  devices = shardings.program_devices(ctx)
+  auto = jax.sharding.AxisType.Auto
+  return jax.sharding.AbstractMesh((chunks, devices // chunks), ("chunks", "rest"), axis_types=(auto, auto))
 
 
 mlir.register_lowering(_top_k_by_chunks_p, _top_k_by_chunks_lowering)
@@ -211,7 +245,7 @@ def _automatic(sequences: jax.Array, k: int, descending: bool, last: bool) -> Se
   """
 
   def by_rule(x: jax.Array) -> Selected:
-    return _partitioned_top_k(x, k, descending, last)
+    return _partitioned_top_k(x, k, descending, last, dtypes.x64_enabled())
 
   def by_chunks(x: jax.Array) -> Selected:
     values, indices = _top_k_by_chunks_p.bind(x, k=k, descending=descending, last=last)

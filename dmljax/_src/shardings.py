@@ -7,6 +7,7 @@ helpers report nothing, leaving the work to XLA's partitioner.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -50,3 +51,18 @@ def splits_explicitly(x: jax.Array, axes: tuple[int, ...]) -> bool:
 def program_devices(ctx: Any) -> int:
   """The number of devices of the program a lowering rule is lowering (1 where the context names none)."""
   return int(getattr(ctx.module_context.axis_context, "num_devices", 1))
+
+
+def with_x64(enabled: bool, fn: Callable[..., Any]) -> Callable[..., Any]:
+  """``fn`` run with ``jax_enable_x64`` as ``enabled``.
+
+  A custom_partitioning rule runs when XLA compiles, on a thread where a caller's ``jax.enable_x64(True)``
+  block (a thread-local setting) is not in force: the rule's body would trace int64 keys as int32.
+  The rule's caller passes the setting it was traced with, and the rule's body runs under it.
+  """
+
+  def run(*args: Any, **kwargs: Any) -> Any:
+    with jax.enable_x64(enabled):
+      return fn(*args, **kwargs)
+
+  return run

@@ -28,7 +28,7 @@ from jax import lax
 from jax.experimental.custom_partitioning import custom_partitioning
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dmljax._src import selection, shardings
+from dmljax._src import dtypes, selection, shardings
 from dmljax._src.strategies import peak
 
 Peak = tuple[jax.Array, jax.Array]
@@ -72,8 +72,11 @@ def _splits_evenly(mesh: Any, spec: tuple[Any, ...], shape: tuple[int, ...]) -> 
   return all(shape[d] % math.prod(mesh.shape[n] for n in shardings.names(spec[d])) == 0 for d in range(len(shape)))
 
 
-def _partition(count: int, last: bool, mesh: Any, arg_shapes: Any, result_shape: Any) -> Any:
-  """custom_partitioning's rule: keep the other axes' shardings, select per block, merge the candidates."""
+def _partition(count: int, last: bool, x64: bool, mesh: Any, arg_shapes: Any, result_shape: Any) -> Any:
+  """custom_partitioning's rule: keep the other axes' shardings, select per block, merge the candidates.
+
+  ``x64``: the setting the call was traced with, which the body is traced with again (:func:`shardings.with_x64`).
+  """
   del result_shape
   (operand,) = arg_shapes
   shape = tuple(operand.shape)
@@ -82,13 +85,15 @@ def _partition(count: int, last: bool, mesh: Any, arg_shapes: Any, result_shape:
   if not _splits_evenly(mesh, spec, shape):
     spec = (*kept, *(None,) * count)  # XLA gathers the reduced axes first, as it would for any uneven split
   out = NamedSharding(mesh, PartitionSpec(*kept))
-  return mesh, _body(spec, shape, count, last), (out, out), (NamedSharding(mesh, PartitionSpec(*spec)),)
+  body = shardings.with_x64(x64, _body(spec, shape, count, last))
+  return mesh, body, (out, out), (NamedSharding(mesh, PartitionSpec(*spec)),)
 
 
 @functools.cache
 def _partitioned(count: int) -> Any:
-  @functools.partial(custom_partitioning, static_argnums=(1,))
-  def partitioned(key: jax.Array, last: bool) -> Peak:
+  @functools.partial(custom_partitioning, static_argnums=(1, 2))
+  def partitioned(key: jax.Array, last: bool, x64: bool) -> Peak:
+    del x64  # read by the partitioning rule
     return _local(key, count, last)
 
   reduced = " ".join(string.ascii_lowercase[:count])
@@ -103,7 +108,7 @@ def _dispatch(key: jax.Array, count: int, last: bool) -> Peak:
     return _local(key, count, last)
   explicit = shardings.explicit_spec(key)
   if explicit is None:
-    return _partitioned(count)(key, last)
+    return _partitioned(count)(key, last, dtypes.x64_enabled())
   mesh, spec = explicit
   out = PartitionSpec(*spec[: key.ndim - count])
   body = _body(spec, key.shape, count, last)
