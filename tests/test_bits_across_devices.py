@@ -14,12 +14,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _helpers import BFLOAT16, assert_bitwise_equal, load_example, x64
+from _helpers import BFLOAT16, assert_bitwise_equal, load_example, spy_on, x64
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import dmljax as dml
-from dmljax._src import platform, value_bits
+from dmljax._src import gather_nd, platform, value_bits
 from dmljax._src.strategies import sort
 
 
@@ -165,3 +165,15 @@ def test_chunks_on_automatic_axes_move_only_candidates(dtype: Any) -> None:
   np.testing.assert_array_equal(np.asarray(indices), np.asarray(want_indices))
   assert_bitwise_equal(values, np.asarray(want_values), "by chunks")
   assert 0 < collective_bytes(compiled) < x.nbytes // 4  # less than one device's chunk
+
+
+def test_deterministic_gather_differentiates_by_its_sort_and_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+  """``deterministic=True`` changes the derivative only: the values are the plain gather's bits."""
+  reached = spy_on(((gather_nd, "_gather_nd_deterministic"),), monkeypatch)
+  x = np.arange(8, dtype=np.float32).reshape(4, 2)
+  indices = np.array([[1], [1], [3]], np.int32)
+  jax.jit(lambda x: dml.gather_nd(x, indices, deterministic=True)).lower(x)
+  assert not reached
+  grad = jax.jit(jax.grad(lambda x: dml.gather_nd(x, indices, deterministic=True).sum()))(x)
+  assert reached
+  np.testing.assert_array_equal(np.asarray(grad), [[0, 0], [2, 2], [0, 0], [1, 1]])

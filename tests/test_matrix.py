@@ -443,7 +443,8 @@ PATHS: list[Path] = [
     deterministic=True,
     op_axis=0,
     other_axis=2,
-    reaches=((gather_nd, "_gather_nd_deterministic"),),
+    # The values are the plain gather's (read as bits); the deterministic formulation is the derivative's.
+    reaches=((gather_nd, "_float_values"),),
   ),
   _gather_row("gather_nd/batch_dims", (8, 6, 4), (8, 3, 1), 1, op_axis=1, other_axis=0),
   # The gather clamps in CLIP mode; unsigned indices are capped first (index_math.wrap_for_clipping_gather).

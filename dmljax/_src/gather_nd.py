@@ -385,7 +385,9 @@ def _float_values_jvp(
 ) -> tuple[jax.Array, jax.Array]:
   x, indices = primals
   value = _float_values(batch_dims, tangent_map, x, indices)
-  return value, autodiff.linear_in_float32(tangent_map, tangents[0], indices)
+  # The tangent map in float32 for narrow floats, so that its transpose (reverse mode) accumulates in float32.
+  tangent = tangents[0]
+  return value, tangent_map(tangent.astype(autodiff.accumulation_dtype(x.dtype)), indices).astype(tangent.dtype)
 
 
 def _gather_bits(x: jax.Array, indices: jax.Array, *, batch_dims: int) -> jax.Array:
