@@ -128,7 +128,11 @@ def _chunked_top_k(
   size = length // chunks
   rows = math.prod(batch)
   wide = dispatch.index_dtype(length)
-  parts = jnp.moveaxis(sequences.reshape(rows, chunks, size), 1, 0).reshape(chunks * rows, size)
+  # The chunk matrix is a relayout of the input, which XLA may partition into collectives: moved as bits.
+  bits = value_bits.to_bits(sequences)
+  parts = value_bits.from_bits(
+    jnp.moveaxis(bits.reshape(rows, chunks, size), 1, 0).reshape(chunks * rows, size), sequences.dtype
+  )
   start = lax.broadcasted_iota(wide, (chunks, rows, 1), 0).reshape(chunks * rows, 1) * np.array(size, wide)
 
   def select(part: jax.Array, start: jax.Array) -> Selected:
@@ -146,7 +150,10 @@ def _chunked_top_k(
     per_chunk = selected.shape[-1]
     return jnp.moveaxis(selected.reshape(chunks, rows, per_chunk), 0, 1).reshape(*batch, chunks * per_chunk)
 
-  return _merge(by_sequence(values), by_sequence(indices), k, descending, last)
+  # The candidates travel to the merge as their bits: the relayout may be a collective, which XLA:CPU runs on
+  # narrow floats through float32 (quieting or rewriting NaN payloads).
+  moved = value_bits.from_bits(by_sequence(value_bits.to_bits(values)), values.dtype)
+  return _merge(moved, by_sequence(indices), k, descending, last)
 
 
 def _partition(
