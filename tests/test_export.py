@@ -167,7 +167,8 @@ def test_program_sharded_over_automatic_axes_exports_where_top_k_selects_in_chun
 
   for_tpu = export.export(jax.jit(fn), platforms=("tpu",))(spec)
   assert for_tpu.nr_devices == 8 and "CustomSPMDPartitioning" not in for_tpu.mlir_module()
-  assert "tensor<8x8x8xf32>" in for_tpu.mlir_module()  # the rows cut in 8 chunks of 8, one per device
+  # The rows cut in 8 chunks of 8, one per device (the relayout moves the values as their bits).
+  assert "tensor<8x8x8xui32>" in for_tpu.mlir_module()
   assert export.deserialize(for_tpu.serialize()).platforms == ("tpu",)
   with platform.forced("default"):
     # A function of its own: ``fn`` was traced above with every platform's branch, and a choice is read while tracing.

@@ -195,8 +195,8 @@ def test_every_named_strategy_is_exact_on_a_forced_branch() -> None:
     # XLA's GPU kernel keys: types of up to 16 bits, float32 and bfloat16; int32 would lose precision.
     ("gpu_kernel", np.arange(1 << 25, (1 << 25) + 2048, dtype=np.int32).reshape(2, 1024), 3),
     ("peak_reduction", np.arange(8, dtype=np.int32), 3),
-    # The one-pass kernel loads stored bytes: no 4-bit types.
-    ("one_pass", np.arange(16, dtype=np.int8).astype(jnp.int4), 2),
+    # The one-pass kernel loads stored bytes: no 4-bit floats (4-bit integers are selected as 8-bit ones).
+    ("one_pass", np.arange(8, dtype=np.float32).astype(jnp.float4_e2m1fn), 2),
     # The TPU DMA kernel reads 16- and 32-bit elements: float8 types whose key merges zeros or NaNs are left.
     ("tpu_kernel", np.arange(8, dtype=np.float32).astype(jnp.float8_e4m3fn), 2),
   ],
