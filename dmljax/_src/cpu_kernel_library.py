@@ -26,6 +26,10 @@ _STEM = "_cpu_top_k"
 _HERE = pathlib.Path(__file__).parent
 
 
+# The oldest jaxlib the kernel is built and tested with (jax 0.7.2's XLA:CPU does not find its handler).
+MIN_JAXLIB = (0, 10)
+
+
 def _names() -> list[str]:
   return [_STEM + suffix for suffix in importlib.machinery.EXTENSION_SUFFIXES]
 
@@ -55,6 +59,12 @@ def load() -> tuple[ctypes.CDLL | None, str]:
   """The loaded library, or ``None`` and why not (the answer of the first call, kept for the process)."""
   if os.environ.get("DMLJAX_CPU_KERNEL", "1") == "0":
     return None, "disabled by DMLJAX_CPU_KERNEL=0"
+  import jaxlib  # the version of the runtime the kernel registers with
+
+  jaxlib_version = tuple(int(part) for part in jaxlib.__version__.split(".")[:2] if part.isdigit())
+  if jaxlib_version < MIN_JAXLIB:
+    # Older XLA:CPU runtimes do not find the handler registered for "cpu" (NOT_FOUND on platform Host).
+    return None, f"needs jaxlib >= {'.'.join(map(str, MIN_JAXLIB))}, found {jaxlib.__version__}"
   found = [path for path in candidates() if path.is_file()]
   if not found:
     return None, "not built (no C++ compiler when the package was built)"
