@@ -19,17 +19,15 @@ selection the CPU table makes without the kernel, which the table passes in.
 
 from __future__ import annotations
 
-import functools
-import math
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.core import Primitive
-from jax.interpreters import ad, batching, mlir
+from jax.interpreters import ad, mlir
 
 from dmljax._src import cpu_kernel_library, platform
+from dmljax._src.strategies import row_kernel
 from dmljax._src.strategies.case import Case, Select, Selected
 
 NAME = "cpu_kernel"
@@ -56,28 +54,7 @@ def pays(case: Case) -> bool:
 
 # The primitive: the FFI call under jit on CPU, the fallback selection when exported or elsewhere --------------
 
-_cpu_kernel_p = Primitive("dmljax_cpu_kernel_top_k")
-_cpu_kernel_p.multiple_results = True
-
-
-@_cpu_kernel_p.def_impl
-def _impl(rows: jax.Array, **params: Any) -> Any:
-  return jax.jit(functools.partial(_cpu_kernel_p.bind, **params))(rows)
-
-
-@_cpu_kernel_p.def_abstract_eval
-def _abstract_eval(aval: Any, *, k: int, largest_first: bool, fallback: Select) -> list[Any]:
-  del largest_first, fallback
-  shape = (aval.shape[0], k)
-  return [
-    aval.update(shape=shape, weak_type=False),
-    aval.update(shape=shape, dtype=np.dtype(np.int32), weak_type=False),
-  ]
-
-
-def _exporting(ctx: Any) -> bool:
-  """Whether the program is being lowered for ``jax.export`` (assumed so where JAX does not say)."""
-  return bool(getattr(getattr(ctx.module_context, "lowering_parameters", None), "for_export", True))
+_cpu_kernel_p = row_kernel.primitive("dmljax_cpu_kernel_top_k")
 
 
 def _fallback_lowering(ctx: Any, rows: Any, *, k: int, largest_first: bool, fallback: Select) -> Any:
@@ -86,7 +63,7 @@ def _fallback_lowering(ctx: Any, rows: Any, *, k: int, largest_first: bool, fall
 
 
 def _cpu_lowering(ctx: Any, rows: Any, *, k: int, largest_first: bool, fallback: Select) -> Any:
-  if _exporting(ctx) or not cpu_kernel_library.available():
+  if row_kernel.exporting(ctx) or not cpu_kernel_library.available():
     return _fallback_lowering(ctx, rows, k=k, largest_first=largest_first, fallback=fallback)
   lowering = jax.ffi.ffi_lowering(cpu_kernel_library.TARGET)
   return lowering(ctx, rows, k=np.int64(k), largest_first=bool(largest_first))
@@ -94,18 +71,6 @@ def _cpu_lowering(ctx: Any, rows: Any, *, k: int, largest_first: bool, fallback:
 
 mlir.register_lowering(_cpu_kernel_p, _fallback_lowering)
 mlir.register_lowering(_cpu_kernel_p, _cpu_lowering, platform="cpu")
-
-
-def _batched(args: Any, dims: Any, **params: Any) -> tuple[Any, tuple[int, int]]:
-  (rows,), (dim,) = args, dims
-  rows = jnp.moveaxis(rows, dim, 0)
-  batch, count, n = rows.shape
-  values, indices = _cpu_kernel_p.bind(rows.reshape(batch * count, n), **params)
-  k = params["k"]
-  return (values.reshape(batch, count, k), indices.reshape(batch, count, k)), (0, 0)
-
-
-batching.primitive_batchers[_cpu_kernel_p] = _batched
 
 
 def _jvp(primals: Any, tangents: Any, **params: Any) -> Any:
@@ -124,13 +89,6 @@ def selecting(fallback: Select) -> Select:
   """The kernel's selection, with ``fallback`` (the CPU table's XLA pick) where the kernel cannot run."""
 
   def select(x: jax.Array, case: Case) -> Selected:
-    lead = x.shape[:-1]
-    count = math.prod(lead)
-    if count == 0:
-      return jnp.zeros((*lead, case.k), x.dtype), jnp.zeros((*lead, case.k), np.int32)
-    values, indices = _cpu_kernel_p.bind(
-      x.reshape(count, case.n), k=case.k, largest_first=case.largest_first, fallback=fallback
-    )
-    return values.reshape(*lead, case.k), indices.reshape(*lead, case.k)
+    return row_kernel.select_rows(_cpu_kernel_p, x, case, fallback=fallback)
 
   return select

@@ -58,17 +58,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend.core import Primitive
-from jax.interpreters import batching, mlir
+from jax.interpreters import mlir
 
 from dmljax._src import dtypes, platform, rank_keys
+from dmljax._src.strategies import row_kernel
 from dmljax._src.strategies.case import Case, Select, Selected
 
 NAME = "one_pass"
@@ -376,28 +375,7 @@ def _xla_top_k(rows: jax.Array, k: int, largest_first: bool, exported: Select) -
   return exported(rows, Case(np.dtype(rows.dtype), tuple(rows.shape), k, largest_first))
 
 
-_one_pass_p = Primitive("dmljax_one_pass_top_k")
-_one_pass_p.multiple_results = True
-
-
-@_one_pass_p.def_impl
-def _impl(rows: jax.Array, **params: Any) -> Any:
-  return jax.jit(functools.partial(_one_pass_p.bind, **params))(rows)
-
-
-@_one_pass_p.def_abstract_eval
-def _abstract_eval(aval: Any, *, k: int, largest_first: bool, interpret: bool, exported: Select) -> list[Any]:
-  del largest_first, interpret, exported
-  shape = (aval.shape[0], k)
-  return [
-    aval.update(shape=shape, weak_type=False),
-    aval.update(shape=shape, dtype=np.dtype(np.int32), weak_type=False),
-  ]
-
-
-def _exporting(ctx: Any) -> bool:
-  """Whether the program is being lowered for ``jax.export`` (assumed so where JAX does not say)."""
-  return bool(getattr(getattr(ctx.module_context, "lowering_parameters", None), "for_export", True))
+_one_pass_p = row_kernel.primitive("dmljax_one_pass_top_k")
 
 
 def _runs_triton(ctx: Any) -> bool:
@@ -416,7 +394,7 @@ def _runs_triton(ctx: Any) -> bool:
 def _lowering(
   ctx: Any, rows: Any, *, k: int, largest_first: bool, interpret: bool, exported: Select, compiled: bool
 ) -> Any:
-  if not _exporting(ctx) and (interpret or (compiled and _runs_triton(ctx))):
+  if not row_kernel.exporting(ctx) and (interpret or (compiled and _runs_triton(ctx))):
     fn = functools.partial(kernel_top_k, k=k, largest_first=largest_first, interpret=interpret)
   else:
     fn = functools.partial(_xla_top_k, k=k, largest_first=largest_first, exported=exported)
@@ -427,35 +405,12 @@ mlir.register_lowering(_one_pass_p, functools.partial(_lowering, compiled=False)
 mlir.register_lowering(_one_pass_p, functools.partial(_lowering, compiled=True), platform="cuda")
 
 
-def _batched(args: Any, dims: Any, **params: Any) -> tuple[Any, tuple[int, int]]:
-  (rows,), (dim,) = args, dims
-  rows = jnp.moveaxis(rows, dim, 0)
-  batch, count, n = rows.shape
-  values, indices = _one_pass_p.bind(rows.reshape(batch * count, n), **params)
-  k = params["k"]
-  return (values.reshape(batch, count, k), indices.reshape(batch, count, k)), (0, 0)
-
-
-batching.primitive_batchers[_one_pass_p] = _batched
-
-
 def selection(exported: Select) -> Select:
   """The strategy: the kernel on every row of ``x`` (any leading axes), in interpret mode where the choice says
   so, and ``exported`` (the selection the dispatch table picks after this one) where no Triton call can run:
   exported programs, GPUs older than Ampere, other platforms."""
 
   def select(x: jax.Array, case: Case) -> Selected:
-    lead = x.shape[:-1]
-    count = math.prod(lead)
-    if count == 0:
-      return jnp.zeros((*lead, case.k), x.dtype), jnp.zeros((*lead, case.k), np.int32)
-    values, indices = _one_pass_p.bind(
-      x.reshape(count, case.n),
-      k=case.k,
-      largest_first=case.largest_first,
-      interpret=platform.current().interpret,
-      exported=exported,
-    )
-    return values.reshape(*lead, case.k), indices.reshape(*lead, case.k)
+    return row_kernel.select_rows(_one_pass_p, x, case, interpret=platform.current().interpret, exported=exported)
 
   return select
