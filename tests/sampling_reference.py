@@ -1,9 +1,10 @@
 """An independent NumPy statement of the sampling filters' semantics (no dmljax import).
 
 Order: descending value, ties by ascending index, -0.0 equal to +0.0, NaN dropped (as -inf).
-Probabilities: weights exp(x - max) in float32 (1 where x is the max), counted in units of 2**-24
-(rounded to nearest, ties to even); the nucleus is the shortest prefix whose units K satisfy
-K * 2**24 >= ceil(p * 2**24) * T, and at least one entry. All integer sums are Python ints.
+Probabilities: the float32 softmax: weights exp(x - max) in float32 (1 where x is the max), each probability
+the float32 rounding of weight / (exact sum of the weights); the nucleus is the shortest prefix whose exact
+(float64) cumulative probability is >= p, and at least one entry. The implementation may differ only where p
+lies within TOLERANCE of a cumulative probability: :func:`top_p_counts` lists the kept counts allowed.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import math
 
 import numpy as np
 
-UNITS = 2**24
+TOLERANCE = 2.0**-20  # the documented bound
 
 
 def _clean64(row: np.ndarray) -> np.ndarray:
@@ -40,9 +41,15 @@ def relative_weights(row: np.ndarray) -> np.ndarray:
     return np.where(v == top, np.array(1, v.dtype), np.exp(v - top)).astype(v.dtype)
 
 
-def units(row: np.ndarray) -> list[int]:
-  w = relative_weights(row).astype(np.float64)  # exact: float32 values, scaled by a power of two
-  return [int(u) for u in np.round(w * UNITS)]
+def probabilities(row: np.ndarray) -> np.ndarray:
+  """The float32 softmax of the row (float64 for float64 rows), as float64 values."""
+  w = relative_weights(row)
+  total = math.fsum(w.astype(np.float64).tolist())
+  return (w.astype(np.float64) / total).astype(w.dtype).astype(np.float64)
+
+
+def _cumulative(row: np.ndarray) -> np.ndarray:
+  return np.cumsum(probabilities(row)[order(row)])
 
 
 def keep_top_k(row: np.ndarray, k: int) -> np.ndarray:
@@ -55,23 +62,52 @@ def keep_top_k(row: np.ndarray, k: int) -> np.ndarray:
   return keep
 
 
+def _prefix(row: np.ndarray, count: int) -> np.ndarray:
+  keep = np.zeros(row.shape[-1], bool)
+  keep[order(row)[:count]] = True
+  return keep
+
+
 def keep_top_p(row: np.ndarray, p: float) -> np.ndarray:
+  """The exact nucleus."""
   size = row.shape[-1]
   p32 = np.float32(p)
   if np.isnan(p32) or p32 >= 1:
     return np.ones(size, bool)
-  scaled = math.ceil(float(max(p32, np.float32(0))) * UNITS)
-  q = units(row)
-  total = sum(q)
-  target = max(1, -(-scaled * total // UNITS))
-  keep = np.zeros(size, bool)
-  reached = 0
-  for i in order(row):
-    keep[i] = True
-    reached += q[i]
-    if reached >= target:
-      break
-  return keep
+  reached = np.nonzero(_cumulative(row) >= float(p32))[0]
+  return _prefix(row, int(reached[0]) + 1 if reached.size else size)
+
+
+def top_p_counts(row: np.ndarray, p: float) -> set[int]:
+  """Every kept count allowed: the exact one, and any whose cut lies within TOLERANCE of p."""
+  size = row.shape[-1]
+  p32 = np.float32(p)
+  if np.isnan(p32) or p32 >= 1:
+    return {size}
+  exact = int(np.sum(keep_top_p(row, p)))
+  c = _cumulative(row)
+  before = np.concatenate([[-np.inf], c[:-1]])
+  near = (c >= float(p32) - TOLERANCE) & (before < float(p32) + TOLERANCE)
+  return {exact} | {int(i) + 1 for i in np.nonzero(near)[0]}
+
+
+def expected_top_p(logits: np.ndarray, p: np.ndarray, got: np.ndarray) -> np.ndarray:
+  """``top_p_mask``'s expected output: per row, the masked prefix of an allowed count (:func:`top_p_counts`)
+  that equals ``got`` bit for bit if there is one, else the exact nucleus (so a wrong answer fails a bitwise
+  comparison)."""
+  logits, got = np.asarray(logits), np.asarray(got)
+  batch = logits.shape[:-1]
+  p = np.broadcast_to(np.asarray(p), batch)
+  out = np.empty_like(logits)
+  for index in np.ndindex(batch):
+    row = logits[index]
+    out[index] = masked(row, keep_top_p(row, p[index].item()))
+    for count in sorted(top_p_counts(row, p[index].item())):
+      candidate = masked(row, _prefix(row, count))
+      if np.array_equal(candidate.view(np.uint8), np.asarray(got[index]).view(np.uint8)):
+        out[index] = candidate
+        break
+  return out
 
 
 def keep_min_p(row: np.ndarray, min_p: float) -> np.ndarray:

@@ -20,7 +20,7 @@ from _helpers import assert_bitwise_equal
 from scipy import stats
 
 import dmljax as dml
-from dmljax._src import sampling as sampling_impl
+from dmljax._src.sampling import api as sampling_impl
 
 S = dml.sampling
 _RNG = np.random.default_rng(2323)
@@ -63,9 +63,11 @@ def _filters(max_k: int | None = 3) -> Any:
   return run
 
 
-def _expected(logits: np.ndarray, k: np.ndarray, p: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, ...]:
+def _expected(
+  logits: np.ndarray, k: np.ndarray, p: np.ndarray, m: np.ndarray, got_top_p: Any
+) -> tuple[np.ndarray, ...]:
   top_k = ref.apply_rows(ref.keep_top_k, logits, k)
-  return top_k, top_k, ref.apply_rows(ref.keep_top_p, logits, p), ref.apply_rows(ref.keep_min_p, logits, m)
+  return top_k, top_k, ref.expected_top_p(logits, p, got_top_p), ref.apply_rows(ref.keep_min_p, logits, m)
 
 
 def test_filters_on_hand_rows_against_reference() -> None:
@@ -75,8 +77,9 @@ def test_filters_on_hand_rows_against_reference() -> None:
   k = np.repeat(np.tile(np.array(KS, np.int32), rows // len(KS)), len(HAND_ROWS))
   p = np.repeat(np.tile(np.repeat(np.array(PS, np.float32), len(KS)), len(MIN_PS)), len(HAND_ROWS))
   m = np.repeat(np.repeat(np.array(MIN_PS, np.float32), len(KS) * len(PS)), len(HAND_ROWS))
-  for got, expected in zip(_filters()(logits, k, p, m), _expected(logits, k, p, m), strict=True):
-    assert_bitwise_equal(got, expected)
+  got = _filters()(logits, k, p, m)
+  for a, b in zip(got, _expected(logits, k, p, m, got[2]), strict=True):
+    assert_bitwise_equal(a, b)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, jnp.bfloat16, np.float16])
@@ -87,14 +90,15 @@ def test_filters_per_row_parameters_against_reference(dtype: Any) -> None:
   p = _RNG.uniform(-0.1, 1.1, (6, 1)).astype(np.float32)
   min_p = _RNG.uniform(0, 1, (5,)).astype(np.float32)
   got = _filters(8)(logits, k, p, min_p)
-  for a, b in zip(got, _expected(logits, k, p, min_p), strict=True):
+  for a, b in zip(got, _expected(logits, k, p, min_p, got[2]), strict=True):
     assert_bitwise_equal(a, b)
 
 
 def test_top_p_on_a_long_row_of_varied_weights() -> None:
   logits = _normal((4, 3000))
   p = np.array([0.2, 0.6, 0.9, 0.999], np.float32)
-  assert_bitwise_equal(S.top_p_mask(logits, p), ref.apply_rows(ref.keep_top_p, logits, p))
+  got = S.top_p_mask(logits, p)
+  assert_bitwise_equal(got, ref.expected_top_p(logits, p, got))
 
 
 def test_float64_logits_under_x64() -> None:
@@ -102,7 +106,8 @@ def test_float64_logits_under_x64() -> None:
     logits = _normal((2, 30), np.float64)
     logits[1, 4] = NAN
     assert_bitwise_equal(S.top_k_mask(logits, 5), ref.apply_rows(ref.keep_top_k, logits, np.int32(5)))
-    assert_bitwise_equal(S.top_p_mask(logits, 0.8), ref.apply_rows(ref.keep_top_p, logits, np.float32(0.8)))
+    got = S.top_p_mask(logits, 0.8)
+    assert_bitwise_equal(got, ref.expected_top_p(logits, np.float32(0.8), got))
     token = S.sample(jax.random.key(1), logits, temperature=0.0)
     assert_bitwise_equal(token, ref.greedy(logits))
 

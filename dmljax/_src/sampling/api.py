@@ -1,0 +1,267 @@
+r"""Token sampling: exact top-k, top-p and min-p filters with runtime parameters, and the draw.
+
+Each filter works along the last axis of ``logits`` (any number of leading axes: the *rows*) and
+returns the logits with the dropped entries set to -inf, same shape and dtype, so filters compose
+and feed ``jax.random.categorical``. The order is dmljax's: descending value, ties by ascending
+index; -0.0 equals +0.0. NaN logits are never kept (they come back as -inf) and never drawn.
+
+Parameters (``k``, ``p``, ``min_p``, ``temperature``) are data, not static arguments: a Python
+number or an array with one value per row (any shape that broadcasts to ``logits.shape[:-1]``),
+traced or not; one compiled program serves every value. No filter sorts a row: each decides on the
+row's first candidates (:mod:`.filters`) and searches whole rows only where those cannot decide.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+from dmljax._src.errors import Problems
+from dmljax._src.sampling import draw, filters, noise, params, rowwise
+
+
+def _masked(logits: jax.Array, keep: jax.Array) -> jax.Array:
+  return jnp.where(keep & ~jnp.isnan(logits), logits, np.array(-np.inf, logits.dtype))
+
+
+def _values(logits: jax.Array) -> jax.Array:
+  return jax.lax.stop_gradient(logits)
+
+
+def _count(max_k: int | None) -> int:
+  return filters.CANDIDATES if max_k is None else max_k
+
+
+@functools.partial(jax.jit, static_argnames=("max_k",))
+def _top_k_mask(logits: jax.Array, k: jax.Array, max_k: int | None) -> jax.Array:
+  return _masked(logits, rowwise.call(filters.top_k_keep, _values(logits), k, count=_count(max_k)))
+
+
+@functools.partial(jax.jit, static_argnames=("max_k",))
+def _top_p_mask(logits: jax.Array, p: jax.Array, max_k: int | None) -> jax.Array:
+  return _masked(logits, rowwise.call(filters.top_p_keep, _values(logits), params.probability(p), count=_count(max_k)))
+
+
+@jax.jit
+def _min_p_mask(logits: jax.Array, min_p: jax.Array) -> jax.Array:
+  return _masked(logits, filters.min_p_keep(_values(logits), params.ratio(min_p)))
+
+
+def top_k_mask(logits: ArrayLike, k: ArrayLike, *, max_k: int | None = None) -> jax.Array:
+  r"""The logits with every entry outside each row's first ``k`` set to -inf.
+
+  For every row :math:`x` (the last axis), keeps the :math:`\min(k, V)` entries that come first in
+  dmljax's order (descending value; among equal values, -0.0 and +0.0 included, the lower index
+  first) and sets the others to -inf. Exactly that many are kept, ties at the boundary included.
+  NaN entries are never kept (they come back as -inf). ``k <= 0`` or ``k >= V`` keeps every
+  non-NaN entry (the filter is off); ``k`` of any integer width is clipped, never wrapped.
+
+  ``k`` is data: a Python int or an integer array (one per row), traced or not, and one compiled
+  program serves every value. The row's first ``max_k`` entries (64 by default) are selected once
+  (:func:`dmljax.top_k`, no sort) and decide every row whose ``k`` is at most that; only if some
+  row's ``k`` is larger does a threshold search over its whole row run (32 passes of one count
+  per row for float32 and narrower logits, and up to log2(V) more where the threshold is tied).
+
+  Args:
+    logits: floating-point array, rank >= 1; the last axis is the vocabulary.
+    k: the number of entries to keep: a Python int or an integer array broadcastable to
+      ``logits.shape[:-1]``.
+    max_k: optional static Python int: how many candidates to look at first (default 64); a
+      bound on the ``k`` values usually passed.
+
+  Returns:
+    An array of ``logits``' shape and dtype: kept entries unchanged (bit for bit), the others -inf.
+
+  Raises:
+    DescriptorError: for non-float or rank-0 logits, a float or wrongly shaped ``k``, or a bad ``max_k``.
+
+  Example:
+    >>> import dmljax as dml, jax.numpy as jnp
+    >>> dml.sampling.top_k_mask(jnp.array([1., 3., 3., 2.]), 2).tolist()
+    [-inf, 3.0, 3.0, -inf]
+  """
+  p = Problems("top_k_mask")
+  array = params.logits_array(p, logits)
+  length = 1 if array is None else array.shape[-1]
+  kk = params.k_parameter(p, "k", k, params.batch_of(array), length)
+  bound = params.candidate_count(p, max_k)
+  p.raise_if_any()
+  assert array is not None and kk is not None
+  return _top_k_mask(array, kk, bound)
+
+
+def top_p_mask(logits: ArrayLike, p: ArrayLike, *, max_k: int | None = None) -> jax.Array:
+  r"""The logits with every entry outside each row's nucleus (the shortest prefix reaching ``p``) set to -inf.
+
+  The row's probabilities are its softmax, computed in float32 (float64 for float64 logits).
+  Walking the row in dmljax's order (descending value, ties by ascending index), the filter keeps
+  the shortest prefix whose probability sum is at least ``p``, and always at least one entry.
+
+  The sum is that of the float32 softmax, long tails included, at every vocabulary size: each
+  weight :math:`w_i = e^{x_i - \max x}` is counted in units of :math:`2^{-(24 + \lceil\log_2 V\rceil + 2)}`
+  (rounded down) and the sums are exact integers, so a prefix's probability is off by less than
+  :math:`2^{-26}` and no summation order (a row split over devices) changes an answer. ``p`` is
+  rounded up to a multiple of :math:`2^{-24}`. The kept set is the float32 softmax's nucleus unless
+  ``p`` lies within :math:`2^{-21}` of the cumulative probability where the nucleus ends. A row
+  whose largest logit is +inf gives all its probability to its +inf entries, equally.
+
+  The row's first ``max_k`` entries (64 by default) are selected first: when their probability
+  reaches ``p``, they decide the row; otherwise a threshold search over the whole row decides it.
+
+  Out-of-range values are rules, not errors: ``p >= 1`` (or NaN) keeps every non-NaN entry, ``p <= 0``
+  keeps the first entry only. NaN entries are never kept.
+
+  Args:
+    logits: floating-point array, rank >= 1; the last axis is the vocabulary.
+    p: the probability to reach: a Python float or a float array broadcastable to ``logits.shape[:-1]``.
+    max_k: optional static Python int: how many candidates to look at first (default 64).
+
+  Returns:
+    An array of ``logits``' shape and dtype: kept entries unchanged (bit for bit), the others -inf.
+
+  Raises:
+    DescriptorError: for non-float or rank-0 logits, a non-float or wrongly shaped ``p``, or a bad ``max_k``.
+
+  Example:
+    >>> import dmljax as dml, jax.numpy as jnp
+    >>> logits = jnp.log(jnp.array([0.1, 0.5, 0.3, 0.1]))
+    >>> jnp.isfinite(dml.sampling.top_p_mask(logits, 0.7)).tolist()
+    [False, True, True, False]
+  """
+  problems = Problems("top_p_mask")
+  array = params.logits_array(problems, logits)
+  pp = params.real_parameter(problems, "p", p, params.batch_of(array))
+  bound = params.candidate_count(problems, max_k)
+  problems.raise_if_any()
+  assert array is not None and pp is not None
+  return _top_p_mask(array, pp, bound)
+
+
+def min_p_mask(logits: ArrayLike, min_p: ArrayLike) -> jax.Array:
+  r"""The logits with every entry less likely than ``min_p`` times the row's likeliest set to -inf.
+
+  Keeps the entries whose relative weight :math:`e^{x_i - \max x}` (float32; float64 for float64
+  logits) is at least ``min_p``: the entries whose probability is at least ``min_p`` times the
+  row's largest (a ratio, not a difference). The row's largest entries are always kept
+  (``min_p`` above 1 counts as 1); ``min_p <= 0`` (or NaN) keeps every non-NaN entry. NaN entries
+  are never kept.
+
+  Args:
+    logits: floating-point array, rank >= 1; the last axis is the vocabulary.
+    min_p: a Python float or a float array broadcastable to ``logits.shape[:-1]``.
+
+  Returns:
+    An array of ``logits``' shape and dtype: kept entries unchanged (bit for bit), the others -inf.
+
+  Raises:
+    DescriptorError: for non-float or rank-0 logits, or a non-float or wrongly shaped ``min_p``.
+
+  Example:
+    >>> import dmljax as dml, jax.numpy as jnp
+    >>> logits = jnp.log(jnp.array([0.05, 0.5, 0.3, 0.15]))
+    >>> jnp.isfinite(dml.sampling.min_p_mask(logits, 0.5)).tolist()
+    [False, True, True, False]
+  """
+  problems = Problems("min_p_mask")
+  array = params.logits_array(problems, logits)
+  mp = params.real_parameter(problems, "min_p", min_p, params.batch_of(array))
+  problems.raise_if_any()
+  assert array is not None and mp is not None
+  return _min_p_mask(array, mp)
+
+
+@functools.partial(jax.jit, static_argnames=("max_k",))
+def _sample(
+  key: jax.Array,
+  logits: jax.Array,
+  temperature: jax.Array,
+  k: jax.Array | None,
+  p: jax.Array | None,
+  min_p: jax.Array | None,
+  max_k: int | None,
+) -> jax.Array:
+  batch = logits.shape[:-1]
+  words = jnp.broadcast_to(noise.key_words(key), (*batch, noise.key_words(key).shape[0]))
+  rows = jnp.arange(math.prod(batch), dtype=jnp.uint32).reshape(batch)
+  probability = None if p is None else params.probability(p)
+  ratio = None if min_p is None else params.ratio(min_p)
+  clean = jax.lax.stop_gradient(logits)
+  return rowwise.call(draw.draw_rows, words, rows, clean, temperature, k, probability, ratio, count=_count(max_k))
+
+
+def sample(
+  key: ArrayLike,
+  logits: ArrayLike,
+  *,
+  temperature: ArrayLike = 1.0,
+  top_k: ArrayLike | None = None,
+  top_p: ArrayLike | None = None,
+  min_p: ArrayLike | None = None,
+  max_k: int | None = None,
+) -> jax.Array:
+  r"""One token index per row, drawn from the filtered softmax of ``logits / temperature``.
+
+  The logits are divided by ``temperature`` (as :math:`(x - \max x) / T`, in float32; float64 for
+  float64 logits: a temperature tending to 0 tends to the greedy token in every dtype, and +inf
+  logits share the draw equally), then :func:`top_k_mask`, :func:`top_p_mask` and
+  :func:`min_p_mask` apply in that order (``None``: not applied; top-p's probabilities are those
+  of what top-k kept), and one index is drawn per row with probability ``softmax`` of what is left:
+  a Gumbel-max draw, :math:`\arg\max_i (z_i + g_i)` with the lowest index among equal maxima,
+  where the noise :math:`g_i` of each entry is a function of ``key`` (64 bits of it: two keys that
+  differ there never share noise), the row number and the entry's index alone (so the token is the
+  same whether the row is whole, split over devices, or narrowed to its first candidates).
+  Temperature 0 is greedy: the row's first entry in dmljax's order once NaNs are dropped (the
+  largest logit, lowest index among equals); a traced temperature below 0 or NaN is greedy too. A
+  row whose logits are all NaN or -inf gives index 0. NaN entries are never drawn.
+
+  Every parameter is data (a Python number, or an array broadcastable to ``logits.shape[:-1]``),
+  traced or not: one compiled program serves every value. With any filter, the whole step runs on
+  the row's first ``max_k`` entries (64 by default; one :func:`dmljax.top_k`, no sort) whenever
+  they decide it (``top_k <= max_k``, or top-p's nucleus or min-p's cut ends among them); only if
+  some row is not decided there do the whole-row searches run, with the same answer.
+
+  Args:
+    key: one PRNG key (``jax.random.key(seed)``; a raw ``jax.random.PRNGKey`` is accepted). For a
+      batch of keys, ``jax.vmap`` over the call.
+    logits: floating-point array, rank >= 1; the last axis is the vocabulary.
+    temperature: a number >= 0 or a float array broadcastable to ``logits.shape[:-1]``.
+    top_k: ``None`` or the ``k`` of :func:`top_k_mask`.
+    top_p: ``None`` or the ``p`` of :func:`top_p_mask`.
+    min_p: ``None`` or the ``min_p`` of :func:`min_p_mask`.
+    max_k: optional static Python int: how many candidates to look at first (default 64).
+
+  Returns:
+    int32 array of shape ``logits.shape[:-1]``.
+
+  Raises:
+    DescriptorError: for a key that is not one PRNG key, non-float or rank-0 logits, a
+      temperature below 0 (given as a concrete value), a float ``top_k``, a non-float ``top_p`` or
+      ``min_p``, a parameter that does not broadcast to the rows, or a bad ``max_k``.
+
+  Example:
+    >>> import dmljax as dml, jax, jax.numpy as jnp
+    >>> logits = jnp.array([[0., 5., 1.], [2., 2., 0.]])
+    >>> dml.sampling.sample(jax.random.key(0), logits, temperature=0.0).tolist()
+    [1, 0]
+    >>> dml.sampling.sample(jax.random.key(0), logits, top_k=1).tolist()
+    [1, 0]
+  """
+  problems = Problems("sample")
+  prng = params.prng_key(problems, key)
+  array = params.logits_array(problems, logits)
+  batch = params.batch_of(array)
+  length = 1 if array is None else array.shape[-1]
+  t = params.real_parameter(problems, "temperature", temperature, batch)
+  params.require_non_negative(problems, "temperature", temperature)
+  kk = None if top_k is None else params.k_parameter(problems, "top_k", top_k, batch, length)
+  pp = None if top_p is None else params.real_parameter(problems, "top_p", top_p, batch)
+  mp = None if min_p is None else params.real_parameter(problems, "min_p", min_p, batch)
+  bound = params.candidate_count(problems, max_k)
+  problems.raise_if_any()
+  assert prng is not None and array is not None and t is not None
+  return _sample(prng, array, t, kk, pp, mp, bound)
