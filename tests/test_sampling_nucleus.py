@@ -1,0 +1,112 @@
+"""Top-p is the float32 softmax's nucleus at every vocabulary size (issue 29, point 1).
+
+The reference (tests/sampling_reference.py) sums the float32 softmax's probabilities exactly (float64, in the
+order); the kept count must be the exact one wherever p is further than the documented 2**-20 from a
+cumulative probability. Rows: long tails (one large logit and a quarter million tiny ones), near-uniform rows
+past 2**19 entries (where 32-bit limb sums would overflow with their carries), and p placed 1e-6 on either side
+of a cumulative sum. Each vocabulary size compiles once; every row is searched whole (the candidates cannot
+decide them), so the whole-row search is what is checked.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import sampling_reference as ref
+
+import dmljax as dml
+
+S = dml.sampling
+_RNG = np.random.default_rng(2929)
+
+
+def _kept(logits: np.ndarray, p: np.ndarray) -> np.ndarray:
+  return np.sum(np.isfinite(np.asarray(S.top_p_mask(logits, p))), axis=-1)
+
+
+def _check(logits: np.ndarray, p: np.ndarray, kept: np.ndarray) -> None:
+  for row in range(len(logits)):
+    allowed = ref.top_p_counts(logits[row], float(p[row]))
+    assert int(kept[row]) in allowed, (row, int(kept[row]), sorted(allowed), float(p[row]))
+
+
+def _long_tail(length: int, tail: float) -> np.ndarray:
+  row = np.full(length, tail, np.float32)
+  row[_RNG.integers(length)] = 0
+  return row
+
+
+@pytest.mark.parametrize(
+  ("length", "tail", "ps"),
+  [
+    (262144, -17.4, (0.995, 0.999, 0.5)),  # the float32 nucleus keeps 80,659 and 225,847 entries
+    (131072, -18.42, (0.999, 0.9, 0.99)),
+  ],
+)
+def test_long_tails_count(length: int, tail: float, ps: tuple[float, ...]) -> None:
+  logits = np.stack([_long_tail(length, tail) for _ in ps])
+  p = np.array(ps, np.float32)
+  kept = _kept(logits, p)
+  _check(logits, p, kept)
+  assert kept[0] > 1000  # the tail counts: not the one large entry alone
+
+
+@pytest.mark.parametrize("length", [2**19 - 3, 524400, 2**20, 256000, 2**21])
+def test_near_uniform_rows_past_two_to_the_nineteen(length: int) -> None:
+  logits = np.stack(
+    [
+      (_RNG.standard_normal(length) * 0.01).astype(np.float32),  # near-uniform: p = 0.5 keeps about half
+      (_RNG.standard_normal(length) * 2).astype(np.float32),
+      _long_tail(length, -16.0),
+    ]
+  )
+  p = np.array([0.5, 0.9, 0.999], np.float32)
+  kept = _kept(logits, p)
+  _check(logits, p, kept)
+  assert abs(int(kept[0]) - length // 2) < length // 20
+
+
+def test_p_a_millionth_from_a_cumulative_sum() -> None:
+  """p = C_j -/+ 1e-6 keeps j + 1 / j + 2 entries exactly (the bound, 2**-20, is below 1e-6)."""
+  length = 50000
+  base = (_RNG.standard_normal(length) * 3).astype(np.float32)
+  cumulative = np.cumsum(ref.probabilities(base)[ref.order(base)])
+  positions = (10, 300, 2000, 9000)
+  ps = [cumulative[j] + sign * 1e-6 for j in positions for sign in (-1, 1)]
+  p = np.array(ps, np.float32)
+  logits = np.tile(base, (len(ps), 1))
+  kept = _kept(logits, p)
+  _check(logits, p, kept)
+  expected = [j + 1 if sign < 0 else j + 2 for j in positions for sign in (-1, 1)]
+  assert kept.tolist() == expected
+
+
+def test_min_p_against_the_float64_ratio() -> None:
+  """min_p keeps the entries whose probability is at least min_p times the largest, away from the boundary."""
+  logits = (_RNG.standard_normal((4, 100000)) * 4).astype(np.float32)
+  min_p = np.array([1e-6, 1e-3, 0.1, 0.9], np.float32)
+  got = np.isfinite(np.asarray(S.min_p_mask(logits, min_p)))
+  ratio = np.exp(logits.astype(np.float64) - logits.max(-1, keepdims=True))
+  clear = np.abs(ratio / min_p[:, None] - 1) > 1e-6
+  assert np.array_equal(got[clear], (ratio >= min_p[:, None])[clear])
+  assert got.sum() > 0
+
+
+def test_temporaries_are_small_when_the_candidates_decide() -> None:
+  """Compiled for (64, 262144) float32 logits (64 MiB): sample with top_k and the masks hold at most the
+  logits' size; top_p (whose whole-row search is compiled in) at most what jax.random.categorical holds."""
+  x = jax.ShapeDtypeStruct((64, 262144), jnp.float32)
+  key = jax.random.key(0)
+
+  def temporaries(fn: object) -> int:
+    return jax.jit(fn).lower(x).compile().memory_analysis().temp_size_in_bytes  # type: ignore[arg-type]
+
+  logits_bytes = 64 * 262144 * 4
+  assert temporaries(lambda x: S.sample(key, x, top_k=50, top_p=0.9)) <= 1.01 * logits_bytes
+  assert temporaries(lambda x: S.top_k_mask(x, 50)) <= 1.01 * logits_bytes
+  assert temporaries(lambda x: S.min_p_mask(x, 0.1)) <= 1.01 * logits_bytes
+  categorical = temporaries(lambda x: jax.random.categorical(key, x))
+  assert temporaries(lambda x: S.top_p_mask(x, 0.9)) <= categorical
+  assert temporaries(lambda x: S.sample(key, x, top_p=0.9)) <= categorical
