@@ -2,11 +2,13 @@
 
 Rows: batch 1, 8 and 64 over vocabularies of 32,000, 128,256 and 256,000 float32 logits. Contenders:
 
-* ``top_k``: ``dml.sampling.sample(key, x, top_k=k, max_k=64)`` with ``k`` traced, against the static-k native
-  recipe (``jax.lax.top_k`` + ``jax.random.categorical`` over the k candidates, k = 50);
+* ``top_k``: ``dml.sampling.sample(key, x, top_k=k)`` with ``k`` traced (the default route, no ``max_k``), against
+  the static-k native recipe (``jax.lax.top_k`` + ``jax.random.categorical`` over the k candidates, k = 50);
 * ``top_p``: ``sample(key, x, top_p=p)`` with ``p`` traced, against the sort recipe (``jnp.argsort``, softmax,
   ``cumsum``, mask, scatter back, ``categorical``) and PyTorch's (``torch.sort`` + ``cumsum`` + ``multinomial``);
-* ``top_k_top_p``: ``sample(key, x, top_k=k, top_p=p, max_k=64)`` against the sort recipe with both filters and
+* ``top_k_top_p``: ``sample(key, x, temperature=0.7, top_k=k, top_p=p)`` (the README's call) against the recipe a
+  JAX user writes (``jax.lax.top_k(x, 64)``, temperature, softmax, ``cumsum``, mask, ``categorical``), the sort
+  recipe with both filters, the composed masks (``top_k_mask``, ``top_p_mask``, then ``categorical``) and
   PyTorch's (``torch.topk`` then the sort recipe over the k candidates);
 * trace + compile seconds of each JAX program (``jax.jit(f).lower(...).compile()`` on fresh functions).
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import statistics
 import time
@@ -35,7 +38,7 @@ import dmljax as dml
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 ROWS = tuple((b, v) for b in (1, 8, 64) for v in (32000, 128256, 256000))
-K, P, MAX_K = 50, 0.9, 64
+K, P, TEMPERATURE, RECIPE_K = 50, 0.9, 0.7, 64
 
 
 def native_top_k(key: jax.Array, x: jax.Array) -> jax.Array:
@@ -58,8 +61,19 @@ def sort_top_p(key: jax.Array, x: jax.Array, p: jax.Array, k: int | None = None)
   return jax.random.categorical(key, masked, axis=-1)
 
 
+def top_k_recipe(key: jax.Array, x: jax.Array, p: jax.Array) -> jax.Array:
+  """What a JAX user writes for top-k + top-p: ``lax.top_k(64)``, temperature, softmax, cumsum, mask, draw."""
+  values, indices = jax.lax.top_k(x, RECIPE_K)
+  values = values / TEMPERATURE
+  probs = jax.nn.softmax(values, axis=-1)
+  before = jnp.cumsum(probs, axis=-1) - probs
+  keep = (before < p) & (jnp.arange(RECIPE_K) < K)
+  choice = jax.random.categorical(key, jnp.where(keep, values, -jnp.inf), axis=-1)
+  return jnp.take_along_axis(indices, choice[:, None], axis=-1)[:, 0]
+
+
 def dml_top_k(key: jax.Array, x: jax.Array, k: jax.Array) -> jax.Array:
-  return dml.sampling.sample(key, x, top_k=k, max_k=MAX_K)
+  return dml.sampling.sample(key, x, top_k=k)
 
 
 def dml_top_p(key: jax.Array, x: jax.Array, p: jax.Array) -> jax.Array:
@@ -67,7 +81,12 @@ def dml_top_p(key: jax.Array, x: jax.Array, p: jax.Array) -> jax.Array:
 
 
 def dml_top_k_top_p(key: jax.Array, x: jax.Array, k: jax.Array, p: jax.Array) -> jax.Array:
-  return dml.sampling.sample(key, x, top_k=k, top_p=p, max_k=MAX_K)
+  return dml.sampling.sample(key, x, temperature=TEMPERATURE, top_k=k, top_p=p)
+
+
+def composed_masks(key: jax.Array, x: jax.Array, k: jax.Array, p: jax.Array) -> jax.Array:
+  filtered = dml.sampling.top_p_mask(dml.sampling.top_k_mask(x / TEMPERATURE, k), p)
+  return jax.random.categorical(key, filtered, axis=-1)
 
 
 def _jax_contenders(batch: int, vocab: int) -> dict[str, dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]]:
@@ -78,7 +97,9 @@ def _jax_contenders(batch: int, vocab: int) -> dict[str, dict[str, tuple[Callabl
     "top_p": {"dmljax": (dml_top_p, (key, x, p)), "sort recipe": (sort_top_p, (key, x, p))},
     "top_k_top_p": {
       "dmljax": (dml_top_k_top_p, (key, x, k, p)),
-      "sort recipe": (lambda key, x, p: sort_top_p(key, x, p, K), (key, x, p)),
+      "top_k recipe": (top_k_recipe, (key, x, p)),
+      "sort recipe": (lambda key, x, p: sort_top_p(key, x / TEMPERATURE, p, K), (key, x, p)),
+      "composed masks": (composed_masks, (key, x, k, p)),
     },
   }
 
@@ -133,15 +154,20 @@ def measure_row(batch: int, vocab: int, rounds: int, compile_repeats: int) -> di
   torch_calls = _torch_contenders(batch, vocab)
   for workload, contenders in _jax_contenders(batch, vocab).items():
     calls: dict[str, Callable[[], Any]] = {}
-    compile_s = {}
+    compile_s, temporaries = {}, {}
     for name, (fn, args) in contenders.items():
       compiled = jax.jit(fn).lower(*args).compile()
       calls[name] = lambda compiled=compiled, args=args: compiled(*args)
       compile_s[name] = _compile_seconds(fn, args, compile_repeats)
+      temporaries[name] = compiled.memory_analysis().temp_size_in_bytes
     if workload in torch_calls:
       calls["pytorch"] = torch_calls[workload]
     inner = 3 if batch * vocab >= 8 * 128256 else 10
-    row[workload] = {"seconds": _median_interleaved(calls, rounds, inner), "trace_compile_seconds": compile_s}
+    row[workload] = {
+      "seconds": _median_interleaved(calls, rounds, inner),
+      "trace_compile_seconds": compile_s,
+      "temporary_bytes": temporaries,
+    }
   return row
 
 
@@ -151,6 +177,10 @@ def _ratios(row: dict[str, Any]) -> dict[str, float]:
     "top_k / native": k["seconds"]["dmljax (traced k)"] / k["seconds"]["native (static k)"],
     "top_p / sort": p["seconds"]["dmljax"] / p["seconds"]["sort recipe"],
     "top_k+top_p / sort": kp["seconds"]["dmljax"] / kp["seconds"]["sort recipe"],
+    "top_k+top_p / top_k recipe": kp["seconds"]["dmljax"] / kp["seconds"]["top_k recipe"],
+    "composed masks / dmljax": kp["seconds"]["composed masks"] / kp["seconds"]["dmljax"],
+    "compile top_k+top_p / top_k recipe": kp["trace_compile_seconds"]["dmljax"]
+    / kp["trace_compile_seconds"]["top_k recipe"],
     "compile top_k / native": k["trace_compile_seconds"]["dmljax (traced k)"]
     / k["trace_compile_seconds"]["native (static k)"],
     "compile top_p / sort": p["trace_compile_seconds"]["dmljax"] / p["trace_compile_seconds"]["sort recipe"],
@@ -168,9 +198,10 @@ def _markdown(rows: list[dict[str, Any]], conditions: str) -> str:
     conditions,
     "",
     "| batch x vocab | dmljax top_k (traced k) | native top_k (k=50) | ratio | dmljax top_p | sort top_p | ratio "
-    "| pytorch top_p | dmljax top_k+top_p | sort top_k+top_p | ratio | pytorch top_k+top_p "
-    "| compile dmljax top_k / native | compile dmljax top_p / sort |",
-    "|---" * 14 + "|",
+    "| pytorch top_p | dmljax top_k+top_p | top_k recipe | ratio | sort top_k+top_p | composed masks "
+    "| pytorch top_k+top_p | compile dmljax top_k / native | compile dmljax top_p / sort "
+    "| compile top_k+top_p / recipe | temporaries dmljax top_p / top_k+top_p (MiB) |",
+    "|---" * 18 + "|",
   ]
   for row in rows:
     k, p, kp, r = row["top_k"]["seconds"], row["top_p"]["seconds"], row["top_k_top_p"]["seconds"], row["ratios"]
@@ -178,11 +209,16 @@ def _markdown(rows: list[dict[str, Any]], conditions: str) -> str:
     def ms(s: float | None) -> str:
       return "-" if s is None else f"{s * 1e3:.3f} ms"
 
+    def mib(workload: dict[str, Any], name: str) -> str:
+      return f"{workload['temporary_bytes'][name] / 2**20:.1f}"
+
     lines.append(
       f"| {row['batch']} x {row['vocab']} | {ms(k['dmljax (traced k)'])} | {ms(k['native (static k)'])} "
       f"| {r['top_k / native']:.2f} | {ms(p['dmljax'])} | {ms(p['sort recipe'])} | {r['top_p / sort']:.2f} "
-      f"| {ms(p.get('pytorch'))} | {ms(kp['dmljax'])} | {ms(kp['sort recipe'])} | {r['top_k+top_p / sort']:.2f} "
-      f"| {ms(kp.get('pytorch'))} | {r['compile top_k / native']:.2f} | {r['compile top_p / sort']:.2f} |"
+      f"| {ms(p.get('pytorch'))} | {ms(kp['dmljax'])} | {ms(kp['top_k recipe'])} "
+      f"| {r['top_k+top_p / top_k recipe']:.2f} | {ms(kp['sort recipe'])} | {ms(kp['composed masks'])} "
+      f"| {ms(kp.get('pytorch'))} | {r['compile top_k / native']:.2f} | {r['compile top_p / sort']:.2f} "
+      f"| {r['compile top_k+top_p / top_k recipe']:.2f} | {mib(row['top_p'], 'dmljax')} / {mib(row['top_k_top_p'], 'dmljax')} |"
     )
   return "\n".join(lines) + "\n"
 
@@ -204,7 +240,8 @@ def compiled_figures(targets: tuple[str, ...] = ("h100", "tpu-v5e"), batch: int 
       "dmljax top_p": (dml_top_p, (key, x, p)),
       "sort top_p": (sort_top_p, (key, x, p)),
       "dmljax top_k+top_p": (dml_top_k_top_p, (key, x, k, p)),
-      "sort top_k+top_p": (lambda key, x, p: sort_top_p(key, x, p, K), (key, x, p)),
+      "top_k recipe (k=64)": (top_k_recipe, (key, x, p)),
+      "sort top_k+top_p": (lambda key, x, p: sort_top_p(key, x / TEMPERATURE, p, K), (key, x, p)),
     }
     figures = {}
     for name, (fn, args) in recipes.items():
@@ -237,7 +274,8 @@ def main() -> None:
     results.append(row)
   conditions = (
     f"{jax.devices()[0].device_kind}, jax {jax.__version__}, {args.rounds} interleaved rounds; "
-    f"k = {K} (dmljax: traced, max_k = {MAX_K}), p = {P} (traced)."
+    f"k = {K} (dmljax: traced, no max_k), p = {P} (traced), temperature {TEMPERATURE} in top_k+top_p; "
+    f"load average before the run {os.getloadavg()[0]:.2f}."
   )
   out.mkdir(parents=True, exist_ok=True)
   (out / "sampling-cpu.json").write_text(json.dumps({"conditions": conditions, "rows": results}, indent=1))
