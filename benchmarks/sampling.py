@@ -218,7 +218,8 @@ def _markdown(rows: list[dict[str, Any]], conditions: str) -> str:
       f"| {ms(p.get('pytorch'))} | {ms(kp['dmljax'])} | {ms(kp['top_k recipe'])} "
       f"| {r['top_k+top_p / top_k recipe']:.2f} | {ms(kp['sort recipe'])} | {ms(kp['composed masks'])} "
       f"| {ms(kp.get('pytorch'))} | {r['compile top_k / native']:.2f} | {r['compile top_p / sort']:.2f} "
-      f"| {r['compile top_k+top_p / top_k recipe']:.2f} | {mib(row['top_p'], 'dmljax')} / {mib(row['top_k_top_p'], 'dmljax')} |"
+      f"| {r['compile top_k+top_p / top_k recipe']:.2f} "
+      f"| {mib(row['top_p'], 'dmljax')} / {mib(row['top_k_top_p'], 'dmljax')} |"
     )
   return "\n".join(lines) + "\n"
 
