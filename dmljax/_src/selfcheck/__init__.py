@@ -7,6 +7,6 @@ result is judged by bits against a NumPy reference of the order (:mod:`.referenc
 library's keys.
 """
 
-from dmljax._src.selfcheck.runner import Report, main, run, table
+from dmljax._src.selfcheck.runner import Report, Section, main, run, table
 
-__all__ = ["Report", "main", "run", "table"]
+__all__ = ["Report", "Section", "main", "run", "table"]
