@@ -95,11 +95,11 @@ def _selection_problem(x: np.ndarray, ranked: np.ndarray, k: int, out: Any) -> s
 class Bench:
   """The cases run so far, written to JSON after each."""
 
-  def __init__(self, path: Path, short: bool, deadline: float) -> None:
+  def __init__(self, path: Path, short: bool, deadline: float, torch: bool) -> None:
     self.path, self.short, self.deadline, self.start = path, short, deadline, time.monotonic()
     self.rounds, self.min_sample = (3, 0.002) if short else (7, 0.02)
     self.cases: list[dict[str, Any]] = []
-    self.torch = _torch()
+    self.torch = _torch() if torch else None
     self.branch = local_branch()
     self.device = jax.devices()[0]
 
@@ -144,7 +144,7 @@ class Bench:
       x = jax.device_put(x_np)
       calls: dict[str, Call] = {}
       outputs: dict[str, Any] = {}
-      labels = [("dmljax", None)]
+      labels: list[tuple[str, str | None]] = [("dmljax", None)]
       if strategies:
         case = Case(np.dtype(x_np.dtype), x_np.shape, k, True)
         labels = [(s.name, s.name) for s in dispatch.TABLES[self.branch] if s.handles(case)]
@@ -153,9 +153,7 @@ class Bench:
           calls[label], record["compile_seconds"][label] = _jax_call(lambda x: dml.top_k(x, k), x)
         outputs[label] = jax.device_get(calls[label][0]())
       record["native"] = "jax.lax.top_k"
-      calls["jax.lax.top_k"], record["compile_seconds"]["jax.lax.top_k"] = _jax_call(
-        lambda x: jax.lax.top_k(x, k), x
-      )
+      calls["jax.lax.top_k"], record["compile_seconds"]["jax.lax.top_k"] = _jax_call(lambda x: jax.lax.top_k(x, k), x)
       native = jax.device_get(calls["jax.lax.top_k"][0]())
       problems = {label: _selection_problem(x_np, ranked, k, out) for label, out in outputs.items()}
       record["wrong"] = "; ".join(f"{label}: {p}" for label, p in problems.items() if p) or None
@@ -187,12 +185,15 @@ class Bench:
     return build
 
   def reduce(self, x_np: np.ndarray, function: str) -> Callable[[dict[str, Any]], None]:
-    natives = {"sum": ("jnp.sum", jnp.sum), "max": ("jnp.max", jnp.max), "logsumexp": ("logsumexp", None)}
+    natives: dict[str, tuple[str, Callable[..., Any]]] = {
+      "sum": ("jnp.sum", jnp.sum),
+      "max": ("jnp.max", jnp.max),
+      "logsumexp": ("logsumexp", jax.nn.logsumexp),
+    }
 
     def build(record: dict[str, Any]) -> None:
       x = jax.device_put(x_np)
       name, native = natives[function]
-      native = native or jax.nn.logsumexp
       calls = {}
       calls["dmljax"], record["compile_seconds"]["dmljax"] = _jax_call(lambda x: dml.reduce(x, function, -1), x)
       record["native"] = name
@@ -221,14 +222,15 @@ class Bench:
     def build(record: dict[str, Any]) -> None:
       x = jax.device_put(x_np)
       key, kk, pp = jax.random.key(0), jnp.int32(k), jnp.float32(p)
-      contenders = {
+      workloads: dict[str, dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]] = {
         "top_k": {"dmljax": (recipes.dml_top_k, (key, x, kk)), "native": (recipes.native_top_k, (key, x))},
         "top_p": {"dmljax": (recipes.dml_top_p, (key, x, pp)), "native": (recipes.sort_top_p, (key, x, pp))},
         "top_k_top_p": {
           "dmljax": (recipes.dml_top_k_top_p, (key, x, kk, pp)),
           "native": (lambda key, x, p: recipes.sort_top_p(key, x, p, k), (key, x, pp)),
         },
-      }[workload]
+      }
+      contenders = workloads[workload]
       calls = {}
       record["native"] = "native"
       for label, (fn, args) in contenders.items():
@@ -312,8 +314,9 @@ def main() -> None:
   parser.add_argument("--json", type=Path, required=True)
   parser.add_argument("--short", action="store_true", help="small sizes, few rounds (a CPU smoke run)")
   parser.add_argument("--deadline", type=float, default=300.0, help="seconds after which no new case starts")
+  parser.add_argument("--no-torch", action="store_true", help="no torch.topk contender (and no import of torch)")
   args = parser.parse_args()
-  bench = Bench(args.json, args.short, args.deadline)
+  bench = Bench(args.json, args.short, args.deadline, not args.no_torch)
   short = args.short
   rows, n = (8, 4096) if short else (64, 131072)
   vocab = ((4, 8192),) if short else ((8, 128256), (64, 32000))
@@ -345,6 +348,7 @@ def main() -> None:
   if not short:
     bench.case(f"top_k bfloat16 {rows}x{n} k=64, strategies", bench.top_k(x16, ranked16, 64, strategies=True))
   bench.write()
+
 
 if __name__ == "__main__":
   main()

@@ -4,9 +4,9 @@ Run it as ``benchmarks/device_check.sh OUTDIR`` (or ``python -m benchmarks.devic
 repository root). Steps, each in a process of its own with a hard timeout, a failed one recorded and the rest run:
 
 1. ``environment``: Python, jax, jaxlib and their plugins, the devices, PyTorch and CUDA, ``nvidia-smi -L``;
-2. ``install``: ``pip install --no-deps --no-build-isolation --no-index`` of this checkout into a temporary folder
-   (nothing fetched; the C++ CPU kernel built for this Python, or one line saying why not), which the later steps
-   import; where it fails they import the checkout itself, and say so;
+2. ``install``: ``pip install --no-deps --no-build-isolation --no-index`` of a copy of this checkout into a
+   temporary folder (nothing fetched; the C++ CPU kernel built for this Python, or one line saying why not), which
+   the later steps import; where it fails they import the checkout itself, and say so;
 3. ``selfcheck <section>``: ``python -m dmljax.selfcheck --section <section>`` for each of its tables;
 4. ``benchmarks``: :mod:`benchmarks.device_bench`: top_k, argmax, REDUCE and sampling against native JAX (and
    ``torch.topk`` where PyTorch has CUDA), each result checked against the self-check's reference.
@@ -28,6 +28,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+PROGRESS = re.compile(r"^(  .+ / .+|selection|reduce|sampling): [0-9.]+ s$")
 SECTIONS = ("selection", "reduce", "sampling")
 SHORT_TYPES = ("float32",)
 # (largest timeout, least time kept for it) of every step, in seconds, in the order they run.
@@ -62,17 +64,21 @@ for name in ("jax", "jaxlib", "jax-cuda13-plugin", "jax-cuda13-pjrt", "jax-cuda1
   except m.PackageNotFoundError:
     pass
 print("\n".join(f"{k}: {v}" for k, v in out["packages"].items()), flush=True)
+gpu = False
 try:
   out["nvidia-smi"] = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout.strip()
+  gpu = bool(out["nvidia-smi"])
   print(out["nvidia-smi"], flush=True)
 except Exception as e:
   out["nvidia-smi"] = f"{type(e).__name__}: {e}"
-try:
-  import torch
-  out["torch_cuda"] = bool(torch.cuda.is_available())
-  out["torch_device"] = torch.cuda.get_device_name(0) if out["torch_cuda"] else None
-except Exception as e:
-  out["torch_cuda"], out["torch_error"] = False, f"{type(e).__name__}: {e}"
+out["torch_cuda"] = False
+if gpu and "torch" in out["packages"]:  # no NVIDIA GPU: PyTorch's CUDA is not asked (importing it takes seconds)
+  try:
+    import torch
+    out["torch_cuda"] = bool(torch.cuda.is_available())
+    out["torch_device"] = torch.cuda.get_device_name(0) if out["torch_cuda"] else None
+  except Exception as e:
+    out["torch_error"] = f"{type(e).__name__}: {e}"
 import jax
 out["backend"] = jax.default_backend()
 devices = jax.devices()
@@ -175,9 +181,17 @@ def _kernel_line(install_log: str, kernel: dict[str, Any] | None, python: str) -
 
 def _install(runner: Runner, env: dict[str, str], work: Path) -> tuple[Path | None, dict[str, Any]]:
   """Installs the checkout into ``work/site``; returns the folder (None where the install failed) and a record."""
-  site = work / "site"
+  site, source = work / "site", work / "source"
+  # A copy of the checkout, so that the build leaves nothing in it and finds nothing built before (a kernel built
+  # for another Python, a stale build folder).
+  leave_out = (".git", "build", "dist", "*.egg-info", ".venv*", "__pycache__", "*.so", ".*_cache", ".hypothesis")
+  try:
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*leave_out, "_build", "_output", "results"))
+  except OSError as error:
+    runner.say(f"could not copy the checkout ({error}): building in place")
+    source = ROOT
   command = [sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--no-build-isolation", "--no-index"]
-  command += ["--no-cache-dir", "--target", str(site), str(ROOT)]
+  command += ["--no-cache-dir", "--target", str(site), str(source)]
   step, install_log = runner.run("install", command, env, work)
   record: dict[str, Any] = {"target": str(site)}
   if step["status"] != "ok":
@@ -205,7 +219,7 @@ def _selfcheck_verdict(report: dict[str, Any] | None) -> dict[str, Any]:
   for section in report.get("sections", []):
     for label, row in section["rows"].items():
       for column, cell in row["cells"].items():
-        entry = f"{label} / {column}: {cell['detail']}"
+        entry = f"{label} / {column}: {cell.get('detail', '')}"
         if cell["status"] == "WRONG":
           wrong.append(entry)
         elif cell["status"] == "ERROR":
@@ -235,7 +249,9 @@ def _markdown(results: dict[str, Any], texts: dict[str, str], bench_md: str) -> 
     lines.append("(the environment step failed: see log.txt)")
   lines += ["", "## Install", "", results["install"].get("line", "skipped")]
   for section in SECTIONS:
-    lines += ["", f"## Self-check: {section}", "", "```", texts.get(section, "(no output: see log.txt)").rstrip(), "```"]
+    text = texts.get(section) or "(no output: see log.txt)"
+    shown = [line for line in text.splitlines() if not PROGRESS.match(line)]  # the tables, not the progress lines
+    lines += ["", f"## Self-check: {section}", "", "```", "\n".join(shown).strip("\n"), "```"]
   lines += ["", "## Benchmarks", "", bench_md or "(no benchmark results: see log.txt)"]
   return "\n".join(lines) + "\n"
 
@@ -288,6 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     timeout = runner.timeout("benchmarks")
     command = [sys.executable, "-m", "benchmarks.device_bench", "--json", str(bench_json)]
     command += ["--deadline", f"{max(1.0, timeout - 20):.0f}", *(["--short"] if short else [])]
+    command += [] if (results["environment"] or {}).get("torch_cuda") else ["--no-torch"]
     runner.run("benchmarks", command, step_env, work)
     results["benchmarks"] = _read_json(bench_json)
 
@@ -314,8 +331,10 @@ def _summary(results: dict[str, Any], out: Path) -> None:
   print("\n" + "=" * 100)
   env = results.get("environment") or {}
   packages = env.get("packages", {})
-  print(f"device: {env.get('device_kind')} x {len(env.get('devices', []))} ({env.get('backend')}); python "
-        f"{env.get('python')}; jax {packages.get('jax')} jaxlib {packages.get('jaxlib')}; torch {packages.get('torch')}")
+  print(
+    f"device: {env.get('device_kind')} x {len(env.get('devices', []))} ({env.get('backend')}); python "
+    f"{env.get('python')}; jax {packages.get('jax')} jaxlib {packages.get('jaxlib')}; torch {packages.get('torch')}"
+  )
   print(results["install"].get("line", ""))
   for step in results["steps"]:
     print(f"  {step['name']:<22} {step['status']:<10} {step['seconds']:>6} s  {step['detail']}")
@@ -329,8 +348,10 @@ def _summary(results: dict[str, Any], out: Path) -> None:
     print(bench["summary"].rstrip())
   for entry in results["wrong"][:20]:
     print(f"WRONG/ERROR: {entry}")
-  print(f"verdict: {results['verdict']} (exit status {results['exit_status']}); {results['seconds']:.0f} s; "
-        f"tables in {out / 'report.md'}, raw results in {out / 'results.json'}, logs in {out / 'log.txt'}")
+  print(
+    f"verdict: {results['verdict']} (exit status {results['exit_status']}); {results['seconds']:.0f} s; "
+    f"tables in {out / 'report.md'}, raw results in {out / 'results.json'}, logs in {out / 'log.txt'}"
+  )
 
 
 if __name__ == "__main__":

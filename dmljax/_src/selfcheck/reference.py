@@ -15,6 +15,8 @@ and its value bits are the input's bits at those indices.
 
 from __future__ import annotations
 
+from typing import Any
+
 import ml_dtypes
 import numpy as np
 
@@ -189,7 +191,7 @@ def _in_order(mask_in_order: np.ndarray, order: np.ndarray) -> np.ndarray:
   return keep
 
 
-def top_k_keep(x: np.ndarray, k: np.ndarray) -> np.ndarray:
+def top_k_keep(x: np.ndarray, k: Any) -> np.ndarray:
   """Which entries ``top_k_mask(x, k)`` keeps (``k`` one per row): the first min(k, V); k <= 0 or k >= V: all."""
   n = x.shape[-1]
   k = np.broadcast_to(np.asarray(k, np.int64), x.shape[:-1])[..., None]
@@ -207,7 +209,7 @@ def top_p_cumulative(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   return order, np.cumsum(np.take_along_axis(probabilities, order, axis=-1).astype(np.float64), axis=-1)
 
 
-def top_p_keep(x: np.ndarray, p: np.ndarray) -> np.ndarray:
+def top_p_keep(x: np.ndarray, p: Any) -> np.ndarray:
   """Which entries ``top_p_mask(x, p)`` keeps: the shortest prefix whose exact probability sum is >= p (at least
   one entry); p >= 1 keeps every entry above -inf, and NaN entries are never kept."""
   order, cumulative = top_p_cumulative(x)
@@ -220,7 +222,7 @@ def top_p_keep(x: np.ndarray, p: np.ndarray) -> np.ndarray:
   return keep & ~np.isnan(decoded(x))
 
 
-def min_p_keep(x: np.ndarray, m: np.ndarray) -> np.ndarray:
+def min_p_keep(x: np.ndarray, m: Any) -> np.ndarray:
   """Which entries ``min_p_mask(x, m)`` keeps: weight >= min(m, 1); m <= 0 keeps every entry but NaNs."""
   m = np.broadcast_to(np.asarray(m, np.float64), x.shape[:-1])[..., None]
   weights = sampling_weights(x).astype(np.float64)
@@ -245,7 +247,8 @@ def ulp(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
   magnitude = np.abs(np.asarray(value, np.float64))
   with np.errstate(divide="ignore", invalid="ignore"):
     exponent = np.floor(np.log2(np.where(magnitude > 0, magnitude, 1.0)))
-  exponent = np.maximum(np.where(np.isfinite(exponent), exponent, 0.0), float(info.minexp))
+  exponent = np.where((magnitude > 0) & np.isfinite(exponent), exponent, float(info.minexp))
+  exponent = np.maximum(exponent, float(info.minexp))
   return np.exp2(exponent - float(info.nmant))
 
 

@@ -41,7 +41,7 @@ MIN_P_RULES = (0.0, -1.0, 0.0, -0.25, 0.0, 0.0, -3.0, 0.0)
 def _logits(dtype: np.dtype, seed: int) -> np.ndarray:
   """Rows of random logits with ties, ±0, NaN, ±inf, a row of -inf and NaN, a row of NaN, a peaked and a flat row."""
   rng = np.random.default_rng(seed)
-  rows, n = SHAPE
+  n = SHAPE[-1]
   x = rng.standard_normal(SHAPE) * 3
   x[1] = rng.integers(-3, 4, n).astype(np.float64)  # ties everywhere, both zeros
   x[1, rng.random(n) < 0.3] = -0.0

@@ -77,7 +77,9 @@ def _random_rows(dtype: np.dtype, seed: int, positive: bool) -> np.ndarray:
   return raw.astype(dtype)
 
 
-def _judge_values(what: str, x: np.ndarray, want: np.ndarray, tolerance: np.ndarray | None) -> Callable[[Any], str | None]:
+def _judge_values(
+  what: str, x: np.ndarray, want: np.ndarray, tolerance: np.ndarray | None
+) -> Callable[[Any], str | None]:
   def judge(got: Any) -> str | None:
     got = np.asarray(got)
     if got.dtype != x.dtype or got.shape != x.shape[:-1]:
