@@ -74,6 +74,12 @@ def _jax_call(fn: Callable[..., Any], *args: Any) -> tuple[Call, float]:
   return (lambda: compiled(*args), jax.block_until_ready), seconds
 
 
+def _error_text(error: BaseException) -> str:
+  where = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+  first = (str(error).splitlines() or [""])[0][:300]
+  return f"{type(error).__name__}: {first}" + (f" ({Path(where.filename).name}:{where.lineno})" if where else "")
+
+
 def _logits(shape: tuple[int, int], dtype: Any, seed: int) -> np.ndarray:
   x = np.random.default_rng(seed).standard_normal(shape) * 3
   if np.dtype(dtype).kind == "i":
@@ -111,9 +117,7 @@ class Bench:
       try:
         build(record)
       except Exception as error:  # reported, not fatal: the next case runs
-        where = traceback.extract_tb(error.__traceback__)[-1]
-        first = (str(error).splitlines() or [""])[0][:300]
-        record["error"] = f"{type(error).__name__}: {first} ({Path(where.filename).name}:{where.lineno})"
+        record["error"] = _error_text(error)
     shown = record.get("error") or record.get("skipped") or record.get("wrong") or "ok"
     print(f"{time.monotonic() - self.start:6.1f} s  {name}: {shown}", flush=True)
     self.cases.append(record)
@@ -149,9 +153,15 @@ class Bench:
         case = Case(np.dtype(x_np.dtype), x_np.shape, k, True)
         labels = [(s.name, s.name) for s in dispatch.TABLES[self.branch] if s.handles(case)]
       for label, strategy in labels:
-        with platform.choosing(top_k=strategy):  # traced (at lower) under the choice
-          calls[label], record["compile_seconds"][label] = _jax_call(lambda x: dml.top_k(x, k), x)
-        outputs[label] = jax.device_get(calls[label][0]())
+        try:
+          with platform.choosing(top_k=strategy):  # traced (at lower) under the choice
+            calls[label], record["compile_seconds"][label] = _jax_call(lambda x: dml.top_k(x, k), x)
+          outputs[label] = jax.device_get(calls[label][0]())
+        except Exception as error:  # one strategy that fails is shown; the others run
+          if not strategies:
+            raise
+          calls.pop(label, None)
+          record.setdefault("errors", {})[label] = _error_text(error)
       record["native"] = "jax.lax.top_k"
       calls["jax.lax.top_k"], record["compile_seconds"]["jax.lax.top_k"] = _jax_call(lambda x: jax.lax.top_k(x, k), x)
       native = jax.device_get(calls["jax.lax.top_k"][0]())
@@ -160,11 +170,14 @@ class Bench:
       record["agrees"]["jax.lax.top_k"] = _selection_problem(x_np, ranked, k, native) is None
       if self.torch is not None and not strategies:
         torch = self.torch
-        t = torch.from_numpy(x_np.astype(np.float32) if x_np.dtype.kind == "V" else x_np).cuda()
-        t = t.to(torch.bfloat16) if x_np.dtype.name == "bfloat16" else t
-        calls["torch.topk"] = (lambda: torch.topk(t, k), lambda _: torch.cuda.synchronize())
-        got = torch.topk(t, k)
-        record["agrees"]["torch.topk"] = bool(np.array_equal(got.indices.cpu().numpy(), ranked[..., :k]))
+        try:
+          t = torch.from_numpy(x_np.astype(np.float32) if x_np.dtype.kind == "V" else x_np).cuda()
+          t = t.to(torch.bfloat16) if x_np.dtype.name == "bfloat16" else t
+          got = torch.topk(t, k)
+          record["agrees"]["torch.topk"] = bool(np.array_equal(got.indices.cpu().numpy(), ranked[..., :k]))
+          calls["torch.topk"] = (lambda: torch.topk(t, k), lambda _: torch.cuda.synchronize())
+        except Exception as error:  # PyTorch's failure is shown, not dmljax's
+          record.setdefault("errors", {})["torch.topk"] = _error_text(error)
       self.time(record, calls)
 
     return build
@@ -285,6 +298,8 @@ def markdown(cases: list[dict[str, Any]]) -> str:
       )
     if "torch.topk" in c["seconds"]:
       lines.append(f"| {c['name']} | torch.topk | {_ms(c['seconds']['torch.topk'])} | | | | | | |")
+    for label, text in c.get("errors", {}).items():
+      lines.append(f"| {c['name']} | {label} | - | | | | | error: {text} | |")
   return "\n".join(lines) + "\n"
 
 
@@ -305,7 +320,8 @@ def summary(cases: list[dict[str, Any]]) -> str:
     if "torch.topk" in c["seconds"]:
       parts.append(f"torch {_ms(c['seconds']['torch.topk'])}")
     wrong = f"  WRONG: {c['wrong']}" if c.get("wrong") else ""
-    lines.append(f"  {c['name']}: {'; '.join(parts)}{wrong}")
+    failed = "".join(f"; {label} failed: {text}" for label, text in c.get("errors", {}).items())
+    lines.append(f"  {c['name']}: {'; '.join(parts)}{wrong}{failed}")
   return "\n".join(lines) + "\n"
 
 

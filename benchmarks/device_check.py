@@ -84,7 +84,7 @@ out["backend"] = jax.default_backend()
 devices = jax.devices()
 out["devices"] = [f"{d.platform}:{d.id} {d.device_kind}" for d in devices]
 out["device_kind"] = devices[0].device_kind
-out["platform_version"] = str(getattr(devices[0].client, "platform_version", ""))
+out["platform_version"] = str(getattr(getattr(devices[0], "client", None), "platform_version", ""))
 print(json.dumps(out, indent=1), flush=True)
 with open(sys.argv[1], "w") as f:
   json.dump(out, f, indent=1)
@@ -309,7 +309,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["benchmarks"] = _read_json(bench_json)
 
     results["steps"] = runner.steps
-    verdicts = {s: _selfcheck_verdict(r["report"]) for s, r in results["selfcheck"].items()}
+    verdicts = {}
+    for section, record in results["selfcheck"].items():
+      verdict = _selfcheck_verdict(record["report"])
+      if record["step"] != "ok" and not verdict["wrong"] and not verdict["errors"]:
+        verdict["verdict"] = "none"  # crashed or stopped: what it checked was exact, but it did not finish
+      verdicts[section] = verdict
     bench = results["benchmarks"] or {}
     bench_wrong = [f"{c['name']}: {c['wrong']}" for c in bench.get("cases", []) if c.get("wrong")]
     wrong = [w for v in verdicts.values() for w in v["wrong"] + v["errors"]] + bench_wrong
@@ -341,7 +346,8 @@ def _summary(results: dict[str, Any], out: Path) -> None:
   for section, record in results["selfcheck"].items():
     report = record["report"]
     counts = report["counts"] if report else None
-    shown = ", ".join(f"{n} {s}" for s, n in counts.items()) if counts else f"no verdict ({record['step']})"
+    shown = ", ".join(f"{n} {s}" for s, n in counts.items()) if counts else "no result"
+    shown += "" if record["step"] == "ok" else f" (step {record['step']}: no verdict unless a cell is wrong)"
     print(f"self-check {section}: {shown}")
   bench = results.get("benchmarks") or {}
   if bench.get("summary"):

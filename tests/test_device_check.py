@@ -35,7 +35,7 @@ def test_the_short_run_writes_its_tables_and_exits_0(tmp_path: pathlib.Path) -> 
     assert report["counts"]["exact"] > 0 and report["counts"]["WRONG"] == report["counts"]["ERROR"] == 0, section
   cases = results["benchmarks"]["cases"]
   assert {c["name"].split()[0] for c in cases} >= {"top_k", "argmax", "sum", "max", "logsumexp", "sample"}
-  assert not [c for c in cases if c.get("error") or c.get("wrong") or c.get("skipped")], cases
+  assert not [c for c in cases if c.get("error") or c.get("errors") or c.get("wrong") or c.get("skipped")], cases
   report_md = (out / "report.md").read_text()
   for heading in ("## Environment", "## Install", "## Self-check: sampling", "## Benchmarks"):
     assert heading in report_md

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
 import jax
@@ -102,7 +102,7 @@ def local_branch() -> platform.Branch:
     return "cpu"
   if device.platform == "tpu":
     return "tpu"
-  version = str(getattr(device.client, "platform_version", "")).lower()
+  version = str(getattr(getattr(device, "client", None), "platform_version", "")).lower()
   if device.platform in ("gpu", "cuda") and "rocm" not in version:
     return "cuda"
   return "default"
@@ -280,9 +280,10 @@ def run(
   only: Sequence[str] | None = None,
   progress: TextIO | None = None,
   sections: Sequence[str] | None = None,
+  on_row: Callable[[Report], None] | None = None,
 ) -> Report:
   """Every check (or the columns named in ``only``, of the sections named in ``sections``) on every type (or those
-  named in ``types``), one section after another."""
+  named in ``types``), one section after another; ``on_row`` sees the report so far after every type."""
   start = time.perf_counter()
   branch = local_branch()
   columns = checks.columns(dispatch.TABLES[branch], len(jax.devices()))
@@ -301,16 +302,22 @@ def run(
   for name in checks.SECTIONS:
     chosen = [c for c in columns if c.section == name]
     if chosen:
-      report.sections.append(_run_section(name, chosen, rows, progress))
-  report.seconds = time.perf_counter() - start
+      section = Section(name, [c.name for c in chosen])
+      report.sections.append(section)
+      _run_section(section, chosen, rows, progress, lambda: on_row(report) if on_row else None)
+    report.seconds = time.perf_counter() - start
   return report
 
 
 def _run_section(
-  name: str, columns: Sequence[checks.Column], rows: Sequence[tuple[str, np.dtype, bool]], progress: TextIO | None
-) -> Section:
+  section: Section,
+  columns: Sequence[checks.Column],
+  rows: Sequence[tuple[str, np.dtype, bool]],
+  progress: TextIO | None,
+  on_row: Callable[[], None],
+) -> None:
   start = time.perf_counter()
-  section = Section(name, [c.name for c in columns])
+  name = section.name
   # Tracing reads global choices (the forced strategy, x64), so it runs here, one type after another; XLA compiles
   # the traced programs in worker threads meanwhile, one per core.
   with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
@@ -324,12 +331,13 @@ def _run_section(
         continue  # a type the whole section does not take (sampling's integers): left out of its table
       section.rows[label] = cells
       section.row_seconds[label] = row.seconds
+      section.seconds = time.perf_counter() - start
       if progress is not None:
         print(f"  {name} / {label}: {row.seconds:.1f} s", file=progress, flush=True)
+      on_row()
   section.seconds = time.perf_counter() - start
   if progress is not None:
     print(f"{name}: {section.seconds:.1f} s", file=progress, flush=True)
-  return section
 
 
 def _section_lines(section: Section) -> list[str]:
@@ -382,7 +390,15 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--notes", action="store_true", help="also list why each n/a cell is n/a")
   parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
   options = parser.parse_args(argv)
-  report = run(options.types, options.only, None if options.quiet else sys.stderr, options.sections)
+  path = options.json
+
+  def write(report: Report) -> None:  # after every type too: a run stopped half-way leaves what it found
+    if path:
+      with open(path, "w", encoding="utf-8") as out:
+        json.dump(report.as_json(), out, indent=1)
+
+  report = run(options.types, options.only, None if options.quiet else sys.stderr, options.sections, write)
+  write(report)
   print(table(report))
   if options.notes:
     print("\nn/a cells:")
@@ -391,7 +407,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         for column, cell in row.items():
           if cell.status == NOT_APPLICABLE:
             print(f"  {label} / {column}: {cell.detail}")
-  if options.json:
-    with open(options.json, "w", encoding="utf-8") as out:
-      json.dump(report.as_json(), out, indent=1)
   return 1 if report.failed else 0
