@@ -356,9 +356,20 @@ class Column:
 # The sections, in the order they run and print: each is one table, timed on its own.
 SECTIONS = {
   "selection": "top_k strategy by strategy, argmin/argmax, gather_nd, one_hot: bits",
-  "reduce": "REDUCE: MAX/MIN by bits; SUM and LOG_SUM_EXP exact where the result is a value of the type, "
-  "else within a tolerance",
+  "reduce": "REDUCE: MAX/MIN by bits; SUM and LOG_SUM_EXP exact, or within a tolerance (below)",
   "sampling": "dmljax.sampling: the filters by bits; sample by its properties",
+}
+
+
+# What a section's cells mean beyond "bits as the reference says", printed under its table.
+NOTES = {
+  "reduce": "sum exact, logsumexp exact: inputs whose exact result is a value of the type (any order of summation "
+  "gives it), compared by value (either zero, any NaN); integer sums by bits, wrapping. sum tol, logsumexp tol: "
+  "random rows of 256 within 2 ulp(result) + 256 eps sum|x| (SUM) and 2 ulp(result) + 264 eps (LOG_SUM_EXP) of the "
+  "float64 result; eps is float32's (float64's for float64).",
+  "sampling": "Filters: bits against the check's own filters, every p (min_p) at least 1e-5 from each cumulative "
+  "sum (weight) of its row. sample: the token is a kept entry, temperature 0 takes the first in the order, the same "
+  "key gives the same tokens on whole rows and on max_k candidates.",
 }
 
 

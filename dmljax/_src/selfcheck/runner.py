@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import sys
+import textwrap
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -364,6 +365,8 @@ def table(report: Report) -> str:
       lines += _section_lines(section)
     else:
       lines.append("(no type this section takes was chosen)")
+    if section.name in checks.NOTES:
+      lines += textwrap.wrap(checks.NOTES[section.name], 116, initial_indent="  ", subsequent_indent="  ")
   failed = report.failed
   lines += ["", ", ".join(f"{n} {s}" for s, n in report.counts().items()) + f"; {report.seconds:.0f} s"]
   if failed:
