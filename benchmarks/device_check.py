@@ -47,6 +47,7 @@ SHORT_TYPES = ("float32",)
 LIMITS = {
   "environment": (60, 15),
   "install": (150, 45),
+  "installed dmljax": (60, 5),
   "selfcheck selection": (200, 90),
   "selfcheck reduce": (90, 35),
   "selfcheck sampling": (120, 45),
@@ -128,7 +129,8 @@ class Runner:
   def run(self, name: str, command: Sequence[str], env: dict[str, str], cwd: Path) -> tuple[dict[str, Any], str]:
     """Runs one step; returns its record and its whole output."""
     timeout = self.timeout(name)
-    self._append(f"\n===== {name} (timeout {timeout:.0f} s): {' '.join(command)}\n")
+    shown = " ".join(a if len(a) < 200 else "<script: see benchmarks/device_check.py>" for a in command)
+    self._append(f"\n===== {name} (timeout {timeout:.0f} s): {shown}\n")
     begin = self.log.stat().st_size
     started = time.monotonic()
     code = None

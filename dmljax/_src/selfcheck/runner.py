@@ -127,7 +127,7 @@ def environment(branch: platform.Branch) -> list[tuple[str, str]]:
     ("platform", f"{jax.default_backend()} (strategy table: {branch})"),
     ("device kind", f"{devices[0].device_kind} x {len(devices)}"),
     ("jax / jaxlib", f"{jax.__version__} / {jaxlib.__version__}"),
-    ("dmljax", dmljax.__version__),
+    ("dmljax", f"{dmljax.__version__} ({os.path.dirname(dmljax.__file__)})"),
     ("numpy", np.__version__),
     ("C++ CPU kernel", _cpu_kernel()),
   ]
