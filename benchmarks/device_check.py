@@ -282,6 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     backend = (results["environment"] or {}).get("backend", "unknown")
     short = args.short or (backend == "cpu" and not args.full)
     results["mode"] = "short" if short else "full"
+    runner.say(_environment_line(results["environment"]))
     runner.say(f"backend {backend}: {results['mode']} mode")
 
     if args.no_install:
@@ -292,7 +293,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The steps import dmljax from the installed copy (first on the path) and benchmarks from the checkout; they run
     # in the work folder, so that the checkout's own dmljax is not found as the current directory's.
     path = [str(site)] if site is not None else []
-    step_env = {**env, "PYTHONPATH": os.pathsep.join([*path, str(ROOT)])}
+    given = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []  # packages carried in by the caller stay found
+    step_env = {**env, "PYTHONPATH": os.pathsep.join([*path, str(ROOT), *given])}
 
     results["selfcheck"] = {}
     types = [a for t in SHORT_TYPES for a in ("--type", t)] if short else []
@@ -333,15 +335,20 @@ def main(argv: Sequence[str] | None = None) -> int:
   return int(results["exit_status"])
 
 
+def _environment_line(env: dict[str, Any] | None) -> str:
+  if not env:
+    return "environment: unknown (its step failed: see log.txt)"
+  packages = ", ".join(f"{k} {v}" for k, v in env.get("packages", {}).items())
+  return (
+    f"device: {env.get('device_kind')} x {len(env.get('devices', []))} ({env.get('backend')}); python "
+    f"{env.get('python')}; {packages}; torch CUDA {env.get('torch_cuda')}"
+  )
+
+
 def _summary(results: dict[str, Any], out: Path) -> None:
   """The end of the output: what a reader of the last lines needs."""
   print("\n" + "=" * 100)
-  env = results.get("environment") or {}
-  packages = env.get("packages", {})
-  print(
-    f"device: {env.get('device_kind')} x {len(env.get('devices', []))} ({env.get('backend')}); python "
-    f"{env.get('python')}; jax {packages.get('jax')} jaxlib {packages.get('jaxlib')}; torch {packages.get('torch')}"
-  )
+  print(_environment_line(results.get("environment")))
   print(results["install"].get("line", ""))
   for step in results["steps"]:
     print(f"  {step['name']:<22} {step['status']:<10} {step['seconds']:>6} s  {step['detail']}")
