@@ -155,6 +155,8 @@ class Runner:
       output = log.read().decode("utf-8", errors="replace")
     self._append(f"===== {name}: {status} {detail} ({seconds:.1f} s)\n")
     step = {"name": name, "status": status, "seconds": round(seconds, 1), "returncode": code, "detail": detail}
+    if status != "ok":
+      step["tail"] = "\n".join(output.rstrip().splitlines()[-12:])[-2000:]  # the error, for the summary
     self.steps.append(step)
     self.say(f"[{time.monotonic() - self.start:5.0f} s] {name}: {status}{' (' + detail + ')' if detail else ''}")
     return step, output
@@ -352,6 +354,10 @@ def _summary(results: dict[str, Any], out: Path) -> None:
   print(results["install"].get("line", ""))
   for step in results["steps"]:
     print(f"  {step['name']:<22} {step['status']:<10} {step['seconds']:>6} s  {step['detail']}")
+  for step in results["steps"]:
+    if step.get("tail"):
+      print(f"--- the end of {step['name']}'s output ({step['status']}):")
+      print("\n".join("    " + line for line in step["tail"].splitlines()))
   for section, record in results["selfcheck"].items():
     report = record["report"]
     counts = report["counts"] if report else None
