@@ -42,6 +42,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 PROGRESS = re.compile(r"^(  .+ / .+|selection|reduce|sampling): [0-9.]+ s$")
 SECTIONS = ("selection", "reduce", "sampling")
+# What ``pip install .`` reads: the package, the kernel's source and the metadata's files.
+BUILD_INPUTS = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "MANIFEST.in", "csrc", "dmljax")
 SHORT_TYPES = ("float32",)
 # (largest timeout, least time kept for it) of every step, in seconds, in the order they run.
 LIMITS = {
@@ -186,11 +188,15 @@ def _kernel_line(install_log: str, kernel: dict[str, Any] | None, python: str) -
 def _install(runner: Runner, env: dict[str, str], work: Path) -> tuple[Path | None, dict[str, Any]]:
   """Installs the checkout into ``work/site``; returns the folder (None where the install failed) and a record."""
   site, source = work / "site", work / "source"
-  # A copy of the checkout, so that the build leaves nothing in it and finds nothing built before (a kernel built
-  # for another Python, a stale build folder).
-  leave_out = (".git", "build", "dist", "*.egg-info", ".venv*", "__pycache__", "*.so", ".*_cache", ".hypothesis")
+  # A copy of what the build reads, so that it leaves nothing in the checkout and finds nothing built before (a
+  # kernel built for another Python, a stale build folder).
   try:
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*leave_out, "_build", "_output", "results"))
+    source.mkdir()
+    for name in BUILD_INPUTS:
+      if (ROOT / name).is_dir():
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+      elif (ROOT / name).is_file():
+        shutil.copy2(ROOT / name, source / name)
   except OSError as error:
     runner.say(f"could not copy the checkout ({error}): building in place")
     source = ROOT
