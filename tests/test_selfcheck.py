@@ -8,6 +8,7 @@ type.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
 import subprocess
@@ -57,6 +58,40 @@ def test_the_reference_orders_integer_extremes() -> None:
   assert reference.top_k(u, 3, largest_first=False).tolist() == [2, 0, 1]
 
 
+def test_the_sampling_reference_orders_drops_nan_and_sums_exactly() -> None:
+  x = np.array([[1.0, np.nan, 3.0, 3.0, -0.0, 0.0, -np.inf]], np.float32)
+  assert reference.sampling_order(x)[0].tolist() == [2, 3, 0, 4, 5, 1, 6]  # NaN as -inf, ties by index
+  assert reference.top_k_keep(x, np.array([3]))[0].tolist() == [True, False, True, True, False, False, False]
+  assert reference.top_k_keep(x, np.array([0])).sum() == 7 and reference.top_k_keep(x, np.array([9])).sum() == 7
+  ties = np.zeros((1, 4), np.float32)  # probabilities 1/4 each, sums 0.25, 0.5, 0.75, 1 exactly
+  # p = 0.75 keeps three, a hair more keeps four; p >= 1 all, p <= 0 the first.
+  for p, kept in ((0.75, 3), (0.7500001, 4), (0.5, 2), (1.0, 4), (0.0, 1), (-1.0, 1)):
+    assert reference.top_p_keep(ties, np.array([p])).sum() == kept, p
+  logits = np.log(np.array([[0.5, 0.25, 0.125, 0.125]])).astype(np.float32)
+  assert reference.min_p_keep(logits, np.array([0.3])).sum() == 2  # weights 1, 0.5, 0.25, 0.25
+  assert reference.min_p_keep(logits, np.array([0.0])).sum() == 4
+  assert reference.min_p_keep(logits, np.array([7.0])).sum() == 1  # min_p above 1 counts as 1
+  infinite = np.array([[np.inf, 1.0, np.inf, np.nan]], np.float32)
+  assert reference.top_p_keep(infinite, np.array([0.5]))[0].tolist() == [True, False, False, False]
+  assert reference.min_p_keep(infinite, np.array([0.5]))[0].tolist() == [True, False, True, False]
+  minus_inf = reference.bits_of(np.array([-np.inf], np.float32))[0]
+  assert reference.masked_bits(x, reference.top_k_keep(x, np.array([1])))[0].tolist() == [
+    minus_inf,
+    minus_inf,
+    0x40400000,
+    *[minus_inf] * 4,
+  ]
+
+
+def test_the_sum_references() -> None:
+  x = np.array([[1, 2, 3], [127, 1, 0]], np.int8)
+  assert reference.integer_sum(x).tolist() == [6, 0x80]  # 128 wraps to -128
+  assert reference.log_sum_exp(np.array([[-np.inf, -np.inf], [np.inf, 1.0], [np.nan, np.inf], [0.0, 0.0]])).tolist()[
+    :3
+  ] == [-np.inf, np.inf, pytest.approx(np.nan, nan_ok=True)]
+  assert reference.ulp(np.array([1.0, 0.0]), np.dtype(np.float32)).tolist() == [2.0**-23, 2.0**-149]
+
+
 def test_the_inputs_hold_no_subnormal_and_every_special_value() -> None:
   for dtype in inputs.types():
     pool = inputs.special_bits(dtype)
@@ -70,11 +105,17 @@ def test_the_inputs_hold_no_subnormal_and_every_special_value() -> None:
   assert {0x8000, 0x0000, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x7F81} <= bf16  # ±0, ±inf, quiet/payload/signalling
 
 
-def test_the_cpu_run_is_exact_and_prints_one_table() -> None:
+def _selfcheck(*arguments: str) -> subprocess.CompletedProcess[str]:
   env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
   env["PYTHONPATH"] = str(ROOT)
-  command = [sys.executable, "-m", "dmljax.selfcheck", "--quiet", *(a for t in TYPES for a in ("--type", t))]
-  done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, cwd=ROOT, env=env)
+  command = [sys.executable, "-m", "dmljax.selfcheck", *arguments]
+  return subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, cwd=ROOT, env=env)
+
+
+def test_the_cpu_run_is_exact_and_prints_a_table_per_section(tmp_path: pathlib.Path) -> None:
+  report = tmp_path / "report.json"
+  types = [a for t in TYPES for a in ("--type", t)]
+  done = _selfcheck("--section", "selection", "--section", "reduce", "--json", str(report), *types)
   assert done.returncode == 0, done.stdout + done.stderr
   out = done.stdout
   for field in ("platform        cpu (strategy table: cpu)", "device kind", "jax / jaxlib", "dmljax", "C++ CPU kernel"):
@@ -83,9 +124,28 @@ def test_the_cpu_run_is_exact_and_prints_one_table() -> None:
   names = [s.name for s in dispatch.TABLES["cpu"]]
   assert header.split()[: 1 + len(names)] == ["type", *names]
   for t in TYPES:
-    row = next(line for line in out.splitlines() if line.startswith(f"{t} "))
-    assert set(row.split()[1:]) <= {"exact", "n/a"}, row
+    rows = [line for line in out.splitlines() if line.startswith(f"{t} ")]
+    assert len(rows) == 2, out  # one line in each table
+    assert all(set(row.split()[1:]) <= {"exact", "n/a"} for row in rows), rows
+  assert "sum exact  sum tol  logsumexp exact  logsumexp tol" in out
   assert "Every result is exact." in out
+  # Each section timed on its own (the progress lines on stderr, and the JSON), and no warning of the check's own.
+  assert "Warning" not in done.stderr, done.stderr
+  for section in ("selection", "reduce"):
+    assert f"\n{section}: " in "\n" + done.stderr
+  data = json.loads(report.read_text())
+  assert [s["name"] for s in data["sections"]] == ["selection", "reduce"]
+  assert all(s["seconds"] > 0 and len(s["rows"]) == len(TYPES) for s in data["sections"])
+  assert data["counts"]["WRONG"] == data["counts"]["ERROR"] == 0
+
+
+def test_the_sampling_section_takes_float_logits_only() -> None:
+  done = _selfcheck("--quiet", "--section", "sampling", "--type", "float32", "--type", "float64", "--type", "int8")
+  assert done.returncode == 0, done.stdout + done.stderr
+  table = done.stdout.split("\nsampling: ")[1]
+  assert "top_k_mask  top_p_mask  min_p_mask  sample" in table
+  rows = [line.split()[0] for line in table.splitlines()[2:] if line and not line[0].isdigit()][:3]
+  assert rows[:2] == ["float32", "float64"] and "int8" not in table  # a type the whole section refuses: left out
 
 
 def test_with_several_devices_the_sharded_checks_run() -> None:
@@ -159,3 +219,54 @@ def test_a_wrong_crashing_or_refusing_strategy_is_named(
       status
     ] in cell
     assert "attach this whole output to a bug report" in out
+
+
+def _replaced(patched: pytest.MonkeyPatch, module: Any, name: str, wrong: Callable[..., Any]) -> None:
+  original = getattr(module, name)
+  patched.setattr(module, name, lambda *a, **k: wrong(original, *a, **k))
+
+
+@pytest.mark.parametrize(
+  ("check", "module", "name", "wrong", "said"),
+  [
+    (
+      "top_p_mask",
+      "sampling",
+      "top_p_mask",
+      lambda f, x, p: f(x, jnp.minimum(p + 0.01, 1.0)),
+      "top_p_mask, p per row",
+    ),
+    ("min_p_mask", "sampling", "min_p_mask", lambda f, x, m: f(x, m / 2), "min_p_mask, min_p per row"),
+    ("sample", "sampling", "sample", lambda f, key, x, **k: jnp.argmin(x, -1).astype(jnp.int32), "sample"),
+    (
+      "sum exact",
+      "dml",
+      "reduce",
+      lambda f, x, fn, a: f(x, fn, a) + (jnp.ones((), x.dtype) if fn == "sum" else 0),
+      "reduce sum",
+    ),
+    (
+      "logsumexp tol",
+      "dml",
+      "reduce",
+      lambda f, x, fn, a: f(x, fn, a) * jnp.asarray(1.01, x.dtype),
+      "reduce logsumexp",
+    ),
+  ],
+)
+def test_a_wrong_sampling_filter_or_sum_is_named(
+  patched: pytest.MonkeyPatch,
+  capsys: pytest.CaptureFixture[str],
+  check: str,
+  module: str,
+  name: str,
+  wrong: Callable[..., Any],
+  said: str,
+) -> None:
+  import dmljax
+
+  _replaced(patched, dmljax.sampling if module == "sampling" else dmljax, name, wrong)
+  assert runner.main(["--quiet", "--type", "float32", "--check", check]) == 1
+  out = capsys.readouterr().out
+  cell = next(line for line in out.splitlines() if line.strip().startswith(f"float32 / {check}:"))
+  assert f"WRONG: {said}" in cell, out

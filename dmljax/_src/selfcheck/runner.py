@@ -9,11 +9,13 @@ import argparse
 import concurrent.futures
 import contextlib
 import dataclasses
+import json
 import os
 import sys
+import textwrap
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
 import jax
@@ -38,17 +40,60 @@ class Cell:
 
 
 @dataclasses.dataclass
-class Report:
-  """The whole run: the environment, the columns, and a cell for every (type, column)."""
+class Section:
+  """One table: its columns, a cell for every (type, column), each type's own seconds, and the section's."""
 
-  header: list[tuple[str, str]]
+  name: str
   columns: list[str]
   rows: dict[str, dict[str, Cell]] = dataclasses.field(default_factory=dict)
+  row_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+  seconds: float = 0.0
+
+
+@dataclasses.dataclass
+class Report:
+  """The whole run: the environment and the sections (one table each)."""
+
+  header: list[tuple[str, str]]
+  sections: list[Section] = dataclasses.field(default_factory=list)
   seconds: float = 0.0
 
   @property
   def failed(self) -> list[tuple[str, str, Cell]]:
-    return [(t, c, cell) for t, row in self.rows.items() for c, cell in row.items() if cell.status in (WRONG, ERROR)]
+    return [
+      (t, c, cell)
+      for section in self.sections
+      for t, row in section.rows.items()
+      for c, cell in row.items()
+      if cell.status in (WRONG, ERROR)
+    ]
+
+  def counts(self) -> dict[str, int]:
+    cells = [cell for section in self.sections for row in section.rows.values() for cell in row.values()]
+    return {s: sum(cell.status == s for cell in cells) for s in (EXACT, WRONG, ERROR, NOT_APPLICABLE)}
+
+  def as_json(self) -> dict[str, Any]:
+    """Everything the table shows, and every cell's detail, as plain data."""
+    return {
+      "header": dict(self.header),
+      "seconds": self.seconds,
+      "counts": self.counts(),
+      "sections": [
+        {
+          "name": section.name,
+          "columns": section.columns,
+          "seconds": section.seconds,
+          "rows": {
+            label: {
+              "seconds": section.row_seconds.get(label),
+              "cells": {c: dataclasses.asdict(cell) for c, cell in row.items()},
+            }
+            for label, row in section.rows.items()
+          },
+        }
+        for section in self.sections
+      ],
+    }
 
 
 def local_branch() -> platform.Branch:
@@ -58,13 +103,15 @@ def local_branch() -> platform.Branch:
     return "cpu"
   if device.platform == "tpu":
     return "tpu"
-  version = str(getattr(device.client, "platform_version", "")).lower()
+  version = str(getattr(getattr(device, "client", None), "platform_version", "")).lower()
   if device.platform in ("gpu", "cuda") and "rocm" not in version:
     return "cuda"
   return "default"
 
 
 def _cpu_kernel() -> str:
+  """The header's line on the C++ CPU kernel. The one place to add why it is or is not available, once dmljax
+  says why."""
   available = getattr(dmljax, "cpu_kernel_available", None)
   if available is None:
     return "not in this version"
@@ -80,7 +127,7 @@ def environment(branch: platform.Branch) -> list[tuple[str, str]]:
     ("platform", f"{jax.default_backend()} (strategy table: {branch})"),
     ("device kind", f"{devices[0].device_kind} x {len(devices)}"),
     ("jax / jaxlib", f"{jax.__version__} / {jaxlib.__version__}"),
-    ("dmljax", dmljax.__version__),
+    ("dmljax", f"{dmljax.__version__} ({os.path.dirname(dmljax.__file__)})"),
     ("numpy", np.__version__),
     ("C++ CPU kernel", _cpu_kernel()),
   ]
@@ -138,11 +185,22 @@ class _Row:
   plans: dict[str, checks.Plan]
   cells: dict[str, Cell]
   lowered: Any = None
+  seconds: float = 0.0  # this type's own tracing, compiling and running
 
 
 def _prepare(columns: Sequence[checks.Column], dtype: np.dtype, x64: bool) -> _Row:
   """Plans every column and traces the plans that take host arrays as one program (compiled later)."""
+  start = time.perf_counter()
   row = _Row(dtype, x64, {}, {})
+  try:
+    _plan_and_lower(row, columns)
+  finally:
+    row.seconds += time.perf_counter() - start
+  return row
+
+
+def _plan_and_lower(row: _Row, columns: Sequence[checks.Column]) -> None:
+  dtype, x64 = row.dtype, row.x64
   with _x64(x64):
     for column in columns:
       try:
@@ -156,21 +214,31 @@ def _prepare(columns: Sequence[checks.Column], dtype: np.dtype, x64: bool) -> _R
         row.lowered = program.lower([plan.arguments for plan in together])
       except Exception:  # one of them failed: _finish finds which
         row.lowered = None
-  return row
 
 
 def _compile(row: _Row) -> Any:
   """XLA's compilation of a row's program (run in worker threads), or ``None`` where it fails."""
   if row.lowered is None:
     return None
+  start = time.perf_counter()
   try:
     return row.lowered.compile()
   except Exception:  # one of them failed: _finish finds which
     return None
+  finally:
+    row.seconds += time.perf_counter() - start
 
 
 def _finish(row: _Row, compiled: Any, columns: Sequence[checks.Column]) -> dict[str, Cell]:
   """Runs and judges a row's program; where it failed, runs each plan on its own to find the failing cells."""
+  start = time.perf_counter()
+  try:
+    return _run_and_judge(row, compiled, columns)
+  finally:
+    row.seconds += time.perf_counter() - start
+
+
+def _run_and_judge(row: _Row, compiled: Any, columns: Sequence[checks.Column]) -> dict[str, Cell]:
   together = {name: plan for name, plan in row.plans.items() if not plan.placed}
   with _x64(row.x64):
     outputs = None
@@ -209,9 +277,14 @@ def _rows(selected: Sequence[str] | None) -> list[tuple[str, np.dtype, bool]]:
 
 
 def run(
-  types: Sequence[str] | None = None, only: Sequence[str] | None = None, progress: TextIO | None = None
+  types: Sequence[str] | None = None,
+  only: Sequence[str] | None = None,
+  progress: TextIO | None = None,
+  sections: Sequence[str] | None = None,
+  on_row: Callable[[Report], None] | None = None,
 ) -> Report:
-  """Every check (or the columns named in ``only``) on every type (or those named in ``types``)."""
+  """Every check (or the columns named in ``only``, of the sections named in ``sections``) on every type (or those
+  named in ``types``), one section after another; ``on_row`` sees the report so far after every type."""
   start = time.perf_counter()
   branch = local_branch()
   columns = checks.columns(dispatch.TABLES[branch], len(jax.devices()))
@@ -220,42 +293,82 @@ def run(
     if unknown:
       raise SystemExit(f"unknown check(s) {sorted(unknown)}; choose from {[c.name for c in columns]}")
     columns = [c for c in columns if c.name in only]
-  report = Report(environment(branch), [c.name for c in columns])
+  if sections:
+    unknown = set(sections) - set(checks.SECTIONS)
+    if unknown:
+      raise SystemExit(f"unknown section(s) {sorted(unknown)}; choose from {list(checks.SECTIONS)}")
+    columns = [c for c in columns if c.section in sections]
+  rows = _rows(types)
+  report = Report(environment(branch))
+  for name in checks.SECTIONS:
+    chosen = [c for c in columns if c.section == name]
+    if chosen:
+      section = Section(name, [c.name for c in chosen])
+      report.sections.append(section)
+      _run_section(section, chosen, rows, progress, lambda: on_row(report) if on_row else None)
+    report.seconds = time.perf_counter() - start
+  return report
+
+
+def _run_section(
+  section: Section,
+  columns: Sequence[checks.Column],
+  rows: Sequence[tuple[str, np.dtype, bool]],
+  progress: TextIO | None,
+  on_row: Callable[[], None],
+) -> None:
+  start = time.perf_counter()
+  name = section.name
   # Tracing reads global choices (the forced strategy, x64), so it runs here, one type after another; XLA compiles
   # the traced programs in worker threads meanwhile, one per core.
   with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
     pending = []
-    for label, dtype, x64 in _rows(types):
+    for label, dtype, x64 in rows:
       row = _prepare(columns, dtype, x64)
       pending.append((label, row, pool.submit(_compile, row)))
     for label, row, compiled in pending:
-      report.rows[label] = _finish(row, compiled.result(), columns)
+      cells = _finish(row, compiled.result(), columns)
+      if all(cell.status == NOT_APPLICABLE for cell in cells.values()) and len(rows) > 1:
+        continue  # a type the whole section does not take (sampling's integers): left out of its table
+      section.rows[label] = cells
+      section.row_seconds[label] = row.seconds
+      section.seconds = time.perf_counter() - start
       if progress is not None:
-        print(f"  {label}: {time.perf_counter() - start:.0f} s", file=progress, flush=True)
-  report.seconds = time.perf_counter() - start
-  return report
+        print(f"  {name} / {label}: {row.seconds:.1f} s", file=progress, flush=True)
+      on_row()
+  section.seconds = time.perf_counter() - start
+  if progress is not None:
+    print(f"{name}: {section.seconds:.1f} s", file=progress, flush=True)
+
+
+def _section_lines(section: Section) -> list[str]:
+  first = max([len("type"), *(len(t) for t in section.rows)])
+  widths = [max(len(c), len(EXACT)) for c in section.columns]
+  lines = [
+    "  ".join([f"{'type':<{first}}", *(f"{c:<{w}}" for c, w in zip(section.columns, widths, strict=True))]).rstrip()
+  ]
+  for label, row in section.rows.items():
+    cells = [f"{row[c].status:<{w}}" for c, w in zip(section.columns, widths, strict=True)]
+    lines.append("  ".join([f"{label:<{first}}", *cells]).rstrip())
+  return lines
 
 
 def table(report: Report) -> str:
-  """The report as text: the environment, one line per type, then the first differing case of each failed cell."""
+  """The report as text: the environment, one table per section (one line per type, each section's own time),
+  then the first differing case of each failed cell."""
   lines = ["dmljax self-check: bit-exact results on this machine's default backend", ""]
   width = max(len(name) for name, _ in report.header)
   lines += [f"{name:<{width}}  {value}" for name, value in report.header]
-  lines.append("")
-  first = max([len("type"), *(len(t) for t in report.rows)])
-  widths = [max(len(c), len(EXACT)) for c in report.columns]
-  lines.append(
-    "  ".join([f"{'type':<{first}}", *(f"{c:<{w}}" for c, w in zip(report.columns, widths, strict=True))]).rstrip()
-  )
-  for label, row in report.rows.items():
-    cells = [f"{row[c].status:<{w}}" for c, w in zip(report.columns, widths, strict=True)]
-    lines.append("  ".join([f"{label:<{first}}", *cells]).rstrip())
+  for section in report.sections:
+    lines += ["", f"{section.name}: {checks.SECTIONS[section.name]} ({section.seconds:.0f} s)"]
+    if section.rows:
+      lines += _section_lines(section)
+    else:
+      lines.append("(no type this section takes was chosen)")
+    if section.name in checks.NOTES:
+      lines += textwrap.wrap(checks.NOTES[section.name], 116, initial_indent="  ", subsequent_indent="  ")
   failed = report.failed
-  counts = {
-    s: sum(cell.status == s for row in report.rows.values() for cell in row.values())
-    for s in (EXACT, WRONG, ERROR, NOT_APPLICABLE)
-  }
-  lines += ["", ", ".join(f"{n} {s}" for s, n in counts.items()) + f"; {report.seconds:.0f} s"]
+  lines += ["", ", ".join(f"{n} {s}" for s, n in report.counts().items()) + f"; {report.seconds:.0f} s"]
   if failed:
     lines += ["", "First differing case of each failed cell (type / check):"]
     lines += [f"  {t} / {c}: {cell.status}: {cell.detail}" for t, c, cell in failed]
@@ -273,15 +386,28 @@ def main(argv: Sequence[str] | None = None) -> int:
   )
   parser.add_argument("--type", action="append", dest="types", help="only this type (a row label); repeatable")
   parser.add_argument("--check", action="append", dest="only", help="only this check (a column); repeatable")
+  parser.add_argument(
+    "--section", action="append", dest="sections", choices=list(checks.SECTIONS), help="only this table; repeatable"
+  )
+  parser.add_argument("--json", metavar="PATH", help="also write every cell, its detail and the times as JSON")
   parser.add_argument("--notes", action="store_true", help="also list why each n/a cell is n/a")
   parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
   options = parser.parse_args(argv)
-  report = run(options.types, options.only, progress=None if options.quiet else sys.stderr)
+  path = options.json
+
+  def write(report: Report) -> None:  # after every type too: a run stopped half-way leaves what it found
+    if path:
+      with open(path, "w", encoding="utf-8") as out:
+        json.dump(report.as_json(), out, indent=1)
+
+  report = run(options.types, options.only, None if options.quiet else sys.stderr, options.sections, write)
+  write(report)
   print(table(report))
   if options.notes:
     print("\nn/a cells:")
-    for label, row in report.rows.items():
-      for column, cell in row.items():
-        if cell.status == NOT_APPLICABLE:
-          print(f"  {label} / {column}: {cell.detail}")
+    for section in report.sections:
+      for label, row in section.rows.items():
+        for column, cell in row.items():
+          if cell.status == NOT_APPLICABLE:
+            print(f"  {label} / {column}: {cell.detail}")
   return 1 if report.failed else 0
