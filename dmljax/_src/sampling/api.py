@@ -211,8 +211,8 @@ def sample(
   logits share the draw equally), then :func:`top_k_mask`, :func:`top_p_mask` and
   :func:`min_p_mask` apply in that order (``None``: not applied; top-p's probabilities are those
   of what top-k kept), and one index is drawn per row with probability ``softmax`` of what is left:
-  a Gumbel-max draw, :math:`\arg\max_i (z_i + g_i)` with the lowest index among equal maxima,
-  where the noise :math:`g_i` of each entry is a function of ``key`` (64 bits of it: two keys that
+  an exponential race (Gumbel-max), :math:`\arg\max_i e^{z_i} / E_i` with the lowest index among
+  equal maxima, where the noise :math:`E_i` of each entry is a function of ``key`` (64 bits of it: two keys that
   differ there never share noise), the row number and the entry's index alone (so the token is the
   same whether the row is whole, split over devices, or narrowed to its first candidates).
   Temperature 0 is greedy: the row's first entry in dmljax's order once NaNs are dropped (the

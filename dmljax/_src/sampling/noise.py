@@ -1,4 +1,4 @@
-r"""Gumbel noise addressed by (key, row, vocabulary index), so Gumbel-max draws do not depend on a layout.
+r"""Exponential noise addressed by (key, row, vocabulary index), so the draws do not depend on a layout.
 
 Each row has a 64-bit *stream*: the key's first two data words :math:`(k_0, k_1)` (a further word, where a key
 type has more, is folded in) passed through a Feistel network whose round keys are made from the row number.
@@ -6,8 +6,8 @@ A Feistel network is a bijection of its 64-bit state whatever its round function
 give the same stream only if their first two words are equal: no two (key, row) pairs share noise unless their
 keys do, and across rows streams coincide with probability :math:`2^{-64}` per pair. The noise of entry
 :math:`i` is three more rounds keyed by :math:`i`, then 23 bits of one half as :math:`u \in (0, 1)` and
-:math:`g = -\log(-\log u)`. The round function is MurmurHash3's 32-bit finalizer (a few integer operations, where
-a Threefry block costs 20 rounds).
+:math:`E = -\log u`, an exponential variate (:math:`-\log E` is a Gumbel one). The round function is
+MurmurHash3's 32-bit finalizer (a few integer operations, where a Threefry block costs 20 rounds).
 
 It is computed wherever an entry lies, so a draw over a handful of candidates, over a whole row, or over a row
 split across devices sees the same noise at the same index and picks the same token.
@@ -59,12 +59,12 @@ def streams(words: jax.Array, rows: jax.Array) -> tuple[jax.Array, jax.Array]:
   return _feistel(a, b, [_fmix(r * _GOLDEN + np.uint32(c)) for c in _ROW_ROUNDS])
 
 
-def gumbel_at(stream: tuple[jax.Array, jax.Array], index: jax.Array) -> jax.Array:
-  """float32 Gumbel noise of the entries at ``index`` (int32, shape ``(..., n)``) of rows with ``stream`` (...)."""
+def exponential_at(stream: tuple[jax.Array, jax.Array], index: jax.Array) -> jax.Array:
+  """float32 exponential noise of the entries at ``index`` (int32, shape ``(..., n)``) of rows with ``stream``."""
   a, b = (s[..., None] for s in stream)
   i = index.astype(jnp.uint32)
   a, b = _feistel(a, b, [i * _GOLDEN + np.uint32(c) for c in _INDEX_ROUNDS])
   # 23 random mantissa bits: u in [1, 2) minus 1, then moved off 0 by half a step.
   u = lax.bitcast_convert_type((b >> np.uint32(9)) | np.uint32(0x3F800000), jnp.float32) - np.float32(1)
   u = u + np.float32(2.0**-24)
-  return -jnp.log(-jnp.log(u))
+  return -jnp.log(u)
