@@ -20,6 +20,7 @@ Inputs are already validated and mapped (:mod:`.params`): ``k`` int32 in ``[1, V
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import jax
@@ -144,6 +145,21 @@ def mass_cut(rows: Rows, p: jax.Array, prior: Cut | None = None) -> Cut:
   return search.cut(rows.logits, rows.key, reaches, roughly)
 
 
+def _row_total(rows: Rows, chosen: Candidates, candidates_total: mass.Limbs, wanted: jax.Array) -> mass.Limbs:
+  """The row's total units where ``wanted``, else ``candidates_total``: one fused pass over the rows, skipped when
+  no wanted row needs it. A row whose last candidate weighs no unit needs none: every entry after it weighs no more
+  (a row after ``top_k_mask``, or with fewer finite entries than candidates, is such a row)."""
+  units = mass.Units(rows.length, rows.work)
+  last = mass.entry_limbs(chosen.weights[..., -1], units)
+  needed = wanted & functools.reduce(jnp.logical_or, [limb != 0 for limb in last])
+
+  def with_row_total() -> mass.Limbs:
+    row = mass.sums(mass.entry_limbs(rows.weights(), units), None, units)
+    return tuple(jnp.where(needed, r, c) for c, r in zip(candidates_total, row, strict=True))
+
+  return lax.cond(jnp.any(needed), with_row_total, lambda: candidates_total)
+
+
 def _first_reaching(prefix: mass.Limbs, need: mass.Limbs, units: mass.Units) -> tuple[jax.Array, jax.Array]:
   """Per row: the first candidate position whose inclusive prefix reaches ``need``, and whether any does."""
   reached = mass.reaches(prefix, tuple(n[..., None] for n in need), units)
@@ -163,8 +179,9 @@ def top_p_keep(logits: jax.Array, p: jax.Array, *, count: int) -> jax.Array:
   """Which entries ``top_p_mask`` keeps."""
   rows, chosen = Candidates.of(logits, count)
   units = mass.Units(rows.length, rows.work)
-  need = mass.required(mass.sums(mass.entry_limbs(rows.weights(), units), None, units), p, units)
-  first, decided = _first_reaching(mass.inclusive_prefix(mass.entry_limbs(chosen.weights, units), units), need, units)
+  prefix = mass.inclusive_prefix(mass.entry_limbs(chosen.weights, units), units)
+  total = _row_total(rows, chosen, tuple(limb[..., -1] for limb in prefix), jnp.ones(logits.shape[:-1], jnp.bool_))
+  first, decided = _first_reaching(prefix, mass.required(total, p, units), units)
   found = _choose(decided, chosen.cut_at(first), lambda: mass_cut(rows, p))
   return through(rows, found) | (p >= 1)[..., None]
 
@@ -206,13 +223,7 @@ def chain_on_candidates(rows: Rows, chosen: Candidates, chain: Chain) -> tuple[j
     limbs = mass.entry_limbs(jnp.where(keep, chosen.weights, np.array(0, rows.work)), units)
     prefix = mass.inclusive_prefix(limbs, units)
     kept_total = tuple(limb[..., -1] for limb in prefix)
-    needs_row = ~within & whole_row & (chain.p < 1)
-
-    def with_row_total() -> mass.Limbs:
-      row = mass.sums(mass.entry_limbs(rows.weights(), units), None, units)
-      return tuple(jnp.where(within, c, r) for c, r in zip(kept_total, row, strict=True))
-
-    total = lax.cond(jnp.any(needs_row), with_row_total, lambda: kept_total)
+    total = _row_total(rows, chosen, kept_total, ~within & whole_row & (chain.p < 1))
     first, reached = _first_reaching(prefix, mass.required(total, chain.p, units), units)
     keep = keep & ((position <= first[..., None]) | (chain.p >= 1)[..., None])
     known = within | whole_row
