@@ -199,6 +199,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
   started = time.perf_counter()
   uptime_start = _uptime()
   load_start = os.getloadavg()[0]
+  commit = _commit()  # the code that measures: taken before the run, which may outlast edits of the tree
   rows = [r for r in all_rows(args.short) if args.only is None or r.operator == "A/A" or re.search(args.only, r.name)]
   with_models = args.only is None or re.search(args.only, "model") is not None
   progress = Progress(len(rows) + (2 if with_models else 0), args.quiet)
@@ -220,7 +221,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     "device": device_name(),
     "conditions": {
       "command": "python -m benchmarks.matrix" + ("" if not argv else " " + shlex.join(argv)),
-      "commit": _commit(),
+      "commit": commit,
       "timestamp": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
       "uptime_start": uptime_start,
       "uptime_end": _uptime(),
