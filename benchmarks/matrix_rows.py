@@ -136,9 +136,9 @@ def values(shape: tuple[int, ...], dtype: str, kind: str = "normal") -> Callable
     return normal(shape, np_dtype)
 
   def make(rng: np.random.Generator) -> tuple[np.ndarray]:
-    x = rng.standard_normal(shape, dtype=np.float32)
-    x = np.abs(x) + 0.5 if kind == "positive" else 1.0 + 0.002 * x
-    return (x.astype(np_dtype),)
+    z = rng.standard_normal(shape, dtype=np.float32)
+    x = np.abs(z) + 0.5 if kind == "positive" else 1.0 + 0.002 * z
+    return (np.asarray(x).astype(np_dtype),)
 
   return make
 
@@ -156,8 +156,8 @@ def reduce_rows(short: bool) -> list[Row]:
   out = []
   for dtype in (*FLOATS, "int32", "int8", "f64"):
     shape = large_shape(dtype, short)
-    functions = REDUCE_FUNCTIONS
-    axes = tuple(AXES)
+    functions: tuple[str, ...] = REDUCE_FUNCTIONS
+    axes: tuple[str, ...] = tuple(AXES)
     if dtype == "int32":
       functions = tuple(f for f in REDUCE_FUNCTIONS if f not in FLOAT_ONLY)
     elif dtype == "int8":
