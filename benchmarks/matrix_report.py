@@ -95,6 +95,7 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
     "groups": groups,
     "compile_rows": len(compiled),
     "compile_over": [c["name"] for c in compiled if c["ratio"] > report["settings"]["compile_target"]],
+    "models_over": [m["name"] for m in report["models"] if m["ratio"] > report["settings"]["model_target"]],
     "controls": [
       {
         "name": r["name"],
@@ -145,7 +146,8 @@ def markdown(report: dict[str, Any]) -> str:
     "its interquartile range. grad = the value and the input's gradient (one `jax.vjp`). Temporaries: XLA's "
     "`memory_analysis().temp_size_in_bytes` of each compiled program. Flags (✗): above "
     f"{t['large_target']:.2f}x native on large rows, {t['small_target']:.2f}x on small ones; full-size temporaries "
-    f"(at least half the input) where native holds none; trace + compile above {t['compile_target']:.0f}x native. "
+    f"(at least half the input) where native holds none; trace + compile above {t['compile_target']:.0f}x native "
+    f"(whole programs: {t['model_target']:.1f}x). "
     "A/A rows time a native call against a separately compiled copy of itself: their spread is the noise.",
     "",
     "## Summary",
@@ -218,9 +220,15 @@ def markdown(report: dict[str, Any]) -> str:
     "## Trace + compile of whole programs",
     "",
     *_table(
-      ("program", "dmljax", "native", "ratio"),
+      ("program", "dmljax", "native", "ratio", "flag"),
       (
-        (m["name"], seconds_text(m["dmljax_s"]), seconds_text(m["native_s"]), f"{m['ratio']:.2f}")
+        (
+          m["name"],
+          seconds_text(m["dmljax_s"]),
+          seconds_text(m["native_s"]),
+          f"{m['ratio']:.2f}",
+          f"✗ >{t['model_target']:.1f}" if m["ratio"] > t["model_target"] else "ok",
+        )
         for m in report["models"]
       ),
     ),
@@ -316,7 +324,8 @@ def rst_block(report: dict[str, Any], source: str) -> str:
   ]
   if report["models"]:
     lines += [
-      "Trace + compile of whole programs, dmljax against the same program with ``jax.lax.top_k``/``jnp`` calls:",
+      "Trace + compile of whole programs, dmljax against the same program with ``jax.lax.top_k``/``jnp`` calls "
+      f"(target: within {t['model_target']:.1f}×):",
       "",
       *_list_table(
         ["program", "dmljax", "native", "ratio"],

@@ -153,9 +153,12 @@ def test_the_full_matrix_is_as_wide_as_the_issue_asks() -> None:
   assert any(n.startswith("sampling top_p_mask f32 64x32000") for n in names)
   for r in rows:
     assert r.native in r.workload.jax, r.name
-    if r.size == "large" and r.operator not in ("one_hot", "sampling", "A/A"):
-      x = r.workload.make(np.random.default_rng(0))[0]
-      assert x.nbytes >= 4 << 20, r.name
+    if r.size == "large" and r.operator not in ("one_hot", "sampling"):
+      shape = matrix_rows.large_shape(r.dtype, short=False)
+      assert (
+        f" {shape[0]}x{shape[1]} " in r.name
+        and np.dtype(matrix_rows.DTYPES[r.dtype]).itemsize * np.prod(shape) >= 4 << 20
+      )
     # Only the integer and index outputs have no gradient row.
     differentiable = r.dtype not in ("int32", "int8") and r.operator in ("reduce", "top_k", "gather_nd", "A/A")
     differentiable = differentiable and not (r.function or "").startswith("ARG")
@@ -169,3 +172,26 @@ def test_cli_options_parse() -> None:
   assert matrix.parse_args(["--short"]).rounds == 2
   with pytest.raises(SystemExit):
     matrix.parse_args(["--rounds", "0"])
+
+
+def test_the_compiled_harness_takes_the_matrix_reduce_one_hot_and_gather_rows() -> None:
+  from benchmarks.compiled import suite
+
+  only = r" (f32|int8) "  # a sample of the rows (each case draws its full-size inputs once)
+  found = suite.cases(only, matrix=True)
+  expected = [
+    r
+    for r in matrix_rows.all_rows(short=False)
+    if r.operator in suite.MATRIX_GROUPS and not r.x64 and re.search(only, r.name)
+  ]
+  assert {r.operator for r in expected} == set(suite.MATRIX_GROUPS)
+  assert [c.name for c in found] == [r.name for r in expected]
+  by_name = {c.name: c for c in found}
+  for r in expected:
+    case = by_name[r.name]
+    assert list(case.programs) == ["dmljax", r.native]
+    shape = case.inputs[0][0]
+    if r.operator != "reduce":
+      assert case.row is None
+    else:
+      assert case.row == {"first": shape[0], "all": int(np.prod(shape))}.get(r.axis, shape[-1]), r.name
