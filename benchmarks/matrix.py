@@ -260,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   args = parse_args(argv)
   if args.render is not None:
     report = json.loads(args.render.read_text())
+    report["settings"].setdefault("model_target", MODEL_TARGET)  # older JSON files did not record it
+    report["summary"] = matrix_report.summary(report)
     args.render.with_suffix(".md").write_text(matrix_report.markdown(report))
     if not args.no_docs:
       matrix_report.rewrite_docs(report, DOCS, _relative(args.render))
