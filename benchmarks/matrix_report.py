@@ -8,6 +8,7 @@ documentation's section, which :func:`rewrite_docs` puts between the markers of 
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -244,21 +245,52 @@ def _literal(text: str) -> str:
   return "``" + text.replace("`", "'") + "``"
 
 
-def _list_table(header: list[str], rows: list[list[str]], widths: str | None = None) -> list[str]:
-  lines = [".. list-table::", "   :header-rows: 1"]
-  if widths:
-    lines.append(f"   :widths: {widths}")
-  lines.append("")
-  for row in [header, *rows]:
-    lines.append(f"   * - {row[0]}")
-    lines += [f"     - {cell}" for cell in row[1:]]
-  return lines
+def _simple_table(header: list[str], rows: list[list[str]]) -> list[str]:
+  """An RST simple table (one line per row); an empty cell is written as a dash."""
+  cells = [[c or "–" for c in row] for row in [header, *rows]]
+  widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+  rule = "  ".join("=" * w for w in widths)
+  text = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+  return [rule, text[0], rule, *text[1:], rule]
+
+
+def _wrap(text: str, indent: str = "") -> list[str]:
+  return textwrap.wrap(
+    text, width=116, initial_indent=indent, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+  )
+
+
+def _reduce_grid(report: dict[str, Any], phase: str) -> list[str]:
+  """REDUCE's large rows as a grid: a function per line, a column per type and axis, the paired ratio in each."""
+  cells: dict[tuple[str, str, str], dict[str, Any]] = {}
+  for r in report["rows"]:
+    if r["operator"] == "reduce" and r["size"] == "large" and r["phase"] == phase:
+      cells[(r["function"], r["dtype"], r["axis"])] = r
+  columns = [(d, a) for d in ("f32", "bf16", "f16", "int32") for a in ("last", "first", "all")]
+  columns = [col for col in columns if any((f, *col) in cells for f in {k[0] for k in cells})]
+  functions = sorted({k[0] for k in cells}, key=lambda f: list(cells).index(next(k for k in cells if k[0] == f)))
+  if not columns or not functions:
+    return []
+
+  def cell(r: dict[str, Any] | None) -> str:
+    if r is None:
+      return "–"
+    if r.get("paired_ratio") is None:
+      return "error"
+    return f"{r['paired_ratio']:.2f}" + ("*" if flags(r) else "")
+
+  rows = [[f, *(cell(cells.get((f, d, a))) for d, a in columns)] for f in functions]
+  return _simple_table(["function", *(f"{d} {a}" for d, a in columns)], rows)
+
+
+DOCS_WORST = 20
 
 
 def rst_block(report: dict[str, Any], source: str) -> str:
   """The documentation's speed-matrix section (between the markers), from the JSON at ``source``."""
   s, t = report["summary"], report["settings"]
   c = report["conditions"]
+  markdown_file = source.removesuffix(".json") + ".md"
   plain = re.sub(r"\*\*(.*?)\*\*", r"\1", conditions_text(report)).replace("`", "``")
   over = [r for r in report["rows"] if r["operator"] != "A/A" and flags(r)]
   over.sort(key=lambda r: -(r.get("paired_ratio") or 0.0))
@@ -266,28 +298,35 @@ def rst_block(report: dict[str, Any], source: str) -> str:
     "The speed matrix",
     "----------------",
     "",
-    "``python -m benchmarks.matrix`` times every operator and REDUCE function against the native JAX call a user "
-    "would otherwise write (``jnp.max``, ``jnp.sum``, ``jax.nn.logsumexp``, ``jnp.argmax``, ``jax.lax.top_k``, "
-    "``x[i]``, ``jax.nn.one_hot``, ...) across float32, bfloat16, float16 and int32 (int8 and float64 where a user "
-    "holds them), the last axis, the first axis and all axes, forward and gradient, at a large size (4 MiB inputs) "
-    "and at the small sizes of a decoding step (8, 1000), MoE routing (256, 8) and per-example code under "
-    "``jax.vmap`` (64 rows of 100); with ``dmljax.sampling`` against the recipes users write, the compiled "
-    "temporary bytes of both programs, trace + compile time, and two whole programs. It uses the benchmark's own "
-    "timing (``benchmarks/timing.py``: interleaved rounds, the median of same-round ratios dmljax / native) and "
-    "adds A/A control rows (a native call against a separately compiled copy of itself) that show the noise. "
-    "The full matrix is sized for about 10 minutes on 2 quiet cores; ``--short`` runs a few tiny rows in seconds "
-    "(the test suite runs it), ``--only REGEX`` a part (``--only reduce``, ``--only sampling``), ``--rounds N`` "
-    "sets the rounds. Every full run rewrites this section from its JSON (``--render JSON`` rewrites it alone).",
+    *_wrap(
+      "``python -m benchmarks.matrix`` times every operator and REDUCE function against the native JAX call a user "
+      "would otherwise write (``jnp.max``, ``jnp.sum``, ``jax.nn.logsumexp``, ``jnp.argmax``, ``jax.lax.top_k``, "
+      "``x[i]``, ``jax.nn.one_hot``, ...) across float32, bfloat16, float16 and int32 (int8 and float64 where a user "
+      "holds them), the last axis, the first axis and all axes, forward and gradient, at a large size (4 MiB inputs) "
+      "and at the small sizes of a decoding step (8, 1000), MoE routing (256, 8) and per-example code under "
+      "``jax.vmap`` (64 rows of 100); with ``dmljax.sampling`` against the recipes users write, the compiled "
+      "temporary bytes of both programs, trace + compile time, and two whole programs. It uses the benchmark's own "
+      "timing (``benchmarks/timing.py``: interleaved rounds, the median of same-round ratios dmljax / native) and "
+      "adds A/A control rows (a native call against a separately compiled copy of itself): an A/A ratio away from "
+      "1.00 is noise the targets cannot see through, and such a run decides nothing. The full matrix is sized for "
+      "about 10 minutes on 2 quiet cores; ``--short`` runs a few tiny rows in seconds (the test suite runs it), "
+      "``--only REGEX`` a part (``--only reduce``, ``--only sampling``), ``--rounds N`` sets the rounds. Every full "
+      "run rewrites this section from its JSON (``--render JSON`` rewrites it alone); every row is in "
+      f"{_literal(markdown_file)}."
+    ),
     "",
-    f"Latest run ({_literal(source)}): {plain}",
+    *_wrap(f"Latest run ({_literal(source)}): {plain}"),
     "",
   ]
   if c["under_load"]:
     lines += [
       ".. warning::",
       "",
-      "   This run was taken on a loaded machine: its figures decide nothing. A run that decides takes the same "
-      "command with nothing else running (``uptime`` load under 1.5).",
+      *_wrap(
+        "This run was taken on a loaded machine: its figures decide nothing. A run that decides takes the same "
+        "command with nothing else running (``uptime`` load under 1.5).",
+        "   ",
+      ),
       "",
     ]
   controls = "; ".join(
@@ -296,38 +335,51 @@ def rst_block(report: dict[str, Any], source: str) -> str:
     if x["ratio"] is not None
   )
   lines += [
-    f"Targets: at most {t['large_target']:.2f}× native on large rows and {t['small_target']:.2f}× on small ones "
-    f"(paired ratio), no full-size temporaries where native holds none, trace + compile within "
-    f"{t['compile_target']:.0f}× native. {s['within']} of {s['rows']} rows hold them; {len(s['over_speed'])} are "
-    f"over the speed target, {len(s['full_size_temps'])} hold full-size temporaries, {len(s['errors'])} failed; "
-    f"trace + compile is within {t['compile_target']:.0f}× on {s['compile_rows'] - len(s['compile_over'])} of "
-    f"{s['compile_rows']} workloads. A/A controls (noise): {controls or 'none'}.",
+    *_wrap(
+      f"Targets: at most {t['large_target']:.2f}× native on large rows and {t['small_target']:.2f}× on small ones "
+      f"(paired ratio), no full-size temporaries where native holds none, trace + compile within "
+      f"{t['compile_target']:.0f}× native (whole programs: {t['model_target']:.1f}×). {s['within']} of {s['rows']} "
+      f"rows hold them; {len(s['over_speed'])} are over the speed target, {len(s['full_size_temps'])} hold "
+      f"full-size temporaries, {len(s['errors'])} failed; trace + compile is within {t['compile_target']:.0f}× on "
+      f"{s['compile_rows'] - len(s['compile_over'])} of {s['compile_rows']} workloads. A/A controls (noise): "
+      f"{controls or 'none'}."
+    ),
     "",
-    *_list_table(
-      ["group", "size", "rows", "within target", "over speed target", "full-size temporaries", "worst (paired ratio)"],
+    *_simple_table(
+      ["group", "size", "rows", "within target", "over speed", "full-size temps", "worst (paired ratio)"],
       [
         [
-          _literal(g["group"]),
+          g["group"],
           g["size"],
           str(g["rows"]),
           str(g["within"]),
           str(g["over_speed"]),
           str(g["full_size_temps"]),
-          "–"
-          if g["worst"] is None
-          else f"{_literal(g['worst']['name'])} ({g['worst']['phase']}) {g['worst']['ratio']:.2f}",
+          "–" if g["worst"] is None else f"{g['worst']['name']} ({g['worst']['phase']}): {g['worst']['ratio']:.2f}",
         ]
         for g in s["groups"]
       ],
     ),
     "",
   ]
+  for phase, what in (("forward", "forward"), ("grad", "value and gradient")):
+    grid = _reduce_grid(report, phase)
+    if grid:
+      lines += [
+        f"REDUCE at the large size, {what}: paired ratio dmljax / native per function, type and axis (``*``: "
+        "misses a target):",
+        "",
+        *grid,
+        "",
+      ]
   if report["models"]:
     lines += [
-      "Trace + compile of whole programs, dmljax against the same program with ``jax.lax.top_k``/``jnp`` calls "
-      f"(target: within {t['model_target']:.1f}×):",
+      *_wrap(
+        "Trace + compile of whole programs, dmljax against the same program with ``jax.lax.top_k``/``jnp`` calls "
+        f"(target: within {t['model_target']:.1f}×):"
+      ),
       "",
-      *_list_table(
+      *_simple_table(
         ["program", "dmljax", "native", "ratio"],
         [
           [m["name"], seconds_text(m["dmljax_s"]), seconds_text(m["native_s"]), f"{m['ratio']:.2f}"]
@@ -338,19 +390,19 @@ def rst_block(report: dict[str, Any], source: str) -> str:
     ]
   if over:
     lines += [
-      f"The rows that miss a target, worst first ({len(over)}):",
+      f"The rows that miss a target, worst first ({min(len(over), DOCS_WORST)} of {len(over)}):",
       "",
-      *_list_table(
-        ["row", "phase", "native form", "paired ratio", "temporaries dmljax / native"],
+      *_simple_table(
+        ["row", "phase", "paired ratio", "temporaries dmljax / native", "native form"],
         [
           [
-            _literal(r["name"]),
+            r["name"],
             r["phase"],
-            _literal(r["native_form"]),
             "error" if r.get("paired_ratio") is None else f"{r['paired_ratio']:.2f}",
             f"{bytes_text(r.get('dmljax_temp_bytes'))} / {bytes_text(r.get('native_temp_bytes'))}",
+            r["native_form"],
           ]
-          for r in over
+          for r in over[:DOCS_WORST]
         ],
       ),
       "",
@@ -358,13 +410,12 @@ def rst_block(report: dict[str, Any], source: str) -> str:
   if s["compile_over"]:
     worst = sorted((x for x in report["compile"] if x["name"] in s["compile_over"]), key=lambda x: -x["ratio"])
     lines += [
-      f"Trace + compile above {t['compile_target']:.0f}× native ({len(worst)} workloads; the worst ten):",
+      f"Trace + compile above {t['compile_target']:.0f}× native ({min(len(worst), 10)} of {len(worst)}, worst first):",
       "",
-      *_list_table(
+      *_simple_table(
         ["workload", "dmljax", "native", "ratio"],
         [
-          [_literal(x["name"]), seconds_text(x["dmljax_s"]), seconds_text(x["native_s"]), f"{x['ratio']:.2f}"]
-          for x in worst[:10]
+          [x["name"], seconds_text(x["dmljax_s"]), seconds_text(x["native_s"]), f"{x['ratio']:.2f}"] for x in worst[:10]
         ],
       ),
       "",
