@@ -68,7 +68,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   parser.add_argument("--compile-rounds", type=int, default=None, help="trace+compile rounds per workload (default 1)")
   parser.add_argument("--model-rounds", type=int, default=None, help="trace+compile rounds per whole program (2)")
   parser.add_argument("--min-sample", type=float, default=None, help="seconds a timed sample lasts at least")
-  parser.add_argument("--warmup", type=int, default=2)
+  parser.add_argument("--warmup", type=int, default=3, help="untimed calls before timing (as benchmarks.run)")
   parser.add_argument("--pool", type=int, default=3, help="distinct seeded input sets cycled through")
   parser.add_argument("--evict", action="store_true", help="flush the CPU caches before each sample")
   parser.add_argument("--out", type=Path, default=None, help="output folder (default benchmarks/results)")
