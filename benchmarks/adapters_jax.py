@@ -1,7 +1,8 @@
 """JAX contenders: dmljax and the native forms, compiled under ``jax.jit`` (and dmljax eagerly).
 
 The compile time and a canonical text of the optimised program are kept, so that the report can
-mark a native form whose compiled program is identical to dmljax's.
+mark a native form whose compiled program is identical to dmljax's, and so are the compiled program's
+temporary bytes (XLA's ``memory_analysis().temp_size_in_bytes``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,16 @@ def canonical_program(compiled: Any) -> str | None:
   return re.sub(r"\b([A-Za-z_][\w\-]*)\.\d+\b", r"\1", text)
 
 
+def temp_bytes(compiled: Any) -> int | None:
+  """The temporary bytes XLA allocates for one run of ``compiled`` (``None`` where the backend does not say)."""
+  try:
+    analysis = compiled.memory_analysis()
+  except Exception:
+    return None
+  size = getattr(analysis, "temp_size_in_bytes", None)
+  return None if size is None else int(size)
+
+
 def jax_contender(
   name: str, family: str, fn: Callable[..., Any], inputs: Sequence[tuple[Any, ...]], *, eager: bool = False
 ) -> Contender:
@@ -51,7 +62,9 @@ def jax_contender(
   def forward(i: int) -> None:
     jax.block_until_ready(jitted(*inputs[i]))
 
-  return Contender(name, family, forward, compile_s=compile_s, program=canonical_program(compiled))
+  return Contender(
+    name, family, forward, compile_s=compile_s, program=canonical_program(compiled), temp_bytes=temp_bytes(compiled)
+  )
 
 
 def add_jax_fwd_bwd(
@@ -68,6 +81,7 @@ def add_jax_fwd_bwd(
   compiled = jax.jit(loss_and_grad).lower(*inputs[0], cotangents[0]).compile()
   c.fwd_bwd_compile_s = time.perf_counter() - start
   c.fwd_bwd_program = canonical_program(compiled)
+  c.fwd_bwd_temp_bytes = temp_bytes(compiled)
   jitted = jax.jit(loss_and_grad)
 
   def fwd_bwd(i: int) -> None:

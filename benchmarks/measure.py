@@ -92,6 +92,7 @@ def run_workload(w: Workload, args: argparse.Namespace, progress: Progress, seed
   """Times every contender of ``w``; returns the workload's record of the JSON report."""
   contenders, errors, failed, np_inputs = build_contenders(w, args, progress, np.random.default_rng(seed))
   timing = dict(pool=args.pool, warmup=args.warmup, repeats=args.repeats, min_sample=args.min_sample)
+  timing["evict"] = getattr(args, "evict", True)
   runners = [(c.name, c.forward) for c in contenders]
   copies: list[str] = []
   if w.reduction_bytes:
@@ -133,6 +134,8 @@ def run_workload(w: Workload, args: argparse.Namespace, progress: Progress, seed
         "approx_reason": c.approx_reason,
         "compile_s": c.compile_s,
         "fwd_bwd_compile_s": c.fwd_bwd_compile_s,
+        "temp_bytes": c.temp_bytes,
+        "fwd_bwd_temp_bytes": c.fwd_bwd_temp_bytes,
         "same_compiled_program_as_dmljax": same_program(c, "forward"),
         "same_compiled_fwd_bwd_program_as_dmljax": same_program(c, "fwd_bwd"),
       }

@@ -46,8 +46,9 @@ def _cpu_model() -> str:
   return platform.processor() or platform.machine()
 
 
-def environment() -> dict[str, Any]:
-  torch, ort = adapters_torch.load(), adapters_onnx.load()
+def environment(peers: bool = True) -> dict[str, Any]:
+  """Versions, device, host and thread settings; ``peers=False`` leaves PyTorch and ONNX Runtime unimported."""
+  torch, ort = (adapters_torch.load(), adapters_onnx.load()) if peers else (None, None)
   versions = {"python": platform.python_version(), "jax": jax.__version__, "dmljax": dml.__version__}
   versions["jaxlib"] = getattr(jax.lib, "__version__", None) or _dist_version("jaxlib")
   versions["numpy"] = np.__version__

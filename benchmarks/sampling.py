@@ -47,8 +47,8 @@ def native_top_k(key: jax.Array, x: jax.Array) -> jax.Array:
   return jnp.take_along_axis(indices, choice[:, None], axis=-1)[:, 0]
 
 
-def sort_top_p(key: jax.Array, x: jax.Array, p: jax.Array, k: int | None = None) -> jax.Array:
-  """The sort-based nucleus users write: sort descending, cumulative softmax, mask, scatter back, draw."""
+def sort_top_p_mask(x: jax.Array, p: jax.Array | float, k: int | None = None) -> jax.Array:
+  """The sort-based nucleus filter users write: sort descending, cumulative softmax, mask, scatter back."""
   order = jnp.argsort(-x, axis=-1)
   ordered = jnp.take_along_axis(x, order, axis=-1)
   if k is not None:
@@ -57,8 +57,21 @@ def sort_top_p(key: jax.Array, x: jax.Array, p: jax.Array, k: int | None = None)
   before = jnp.cumsum(probs, axis=-1) - probs
   ordered = jnp.where(before < p, ordered, -jnp.inf)
   rows = jnp.arange(x.shape[0])[:, None]
-  masked = jnp.full_like(x, -jnp.inf).at[rows, order].set(ordered)
-  return jax.random.categorical(key, masked, axis=-1)
+  return jnp.full_like(x, -jnp.inf).at[rows, order].set(ordered)
+
+
+def sort_top_p(key: jax.Array, x: jax.Array, p: jax.Array | float, k: int | None = None) -> jax.Array:
+  """The sort-based nucleus users write: :func:`sort_top_p_mask`, then a draw."""
+  return jax.random.categorical(key, sort_top_p_mask(x, p, k), axis=-1)
+
+
+def top_k_then_top_p(
+  key: jax.Array, x: jax.Array, temperature: float, k: int, p: float, candidates: int = MAX_K
+) -> jax.Array:
+  """The static-k recipe with a nucleus: ``jax.lax.top_k(x / T, candidates)``, then :func:`sort_top_p` over them."""
+  values, indices = jax.lax.top_k(x / temperature, candidates)
+  choice = sort_top_p(key, values, p, k)
+  return jnp.take_along_axis(indices, choice[:, None], axis=-1)[:, 0]
 
 
 def top_k_recipe(key: jax.Array, x: jax.Array, p: jax.Array) -> jax.Array:

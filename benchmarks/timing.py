@@ -33,6 +33,8 @@ class Contender:
   program: str | None = None
   fwd_bwd_program: str | None = None
   approx_reason: str | None = None
+  temp_bytes: int | None = None
+  fwd_bwd_temp_bytes: int | None = None
 
 
 class Progress:
@@ -110,8 +112,13 @@ def time_interleaved(
   min_sample: float,
   progress: Progress,
   label: str,
+  evict: bool = True,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-  """Statistics of ``repeats`` interleaved samples per runner, and the error of each runner that failed."""
+  """Statistics of ``repeats`` interleaved samples per runner, and the error of each runner that failed.
+
+  ``evict=False`` skips the cache eviction before each sample (for inputs a real program would find in cache,
+  such as one decoding step's logits; :mod:`benchmarks.matrix` chooses it per run).
+  """
   errors: dict[str, str] = {}
   alive: list[Runner] = []
   single: dict[str, float] = {}
@@ -132,7 +139,7 @@ def time_interleaved(
     for position in order.permutation(len(alive)):
       name, run = alive[position]
       n = inner[name]
-      if min_sample > 0:
+      if evict and min_sample > 0:
         evict_caches()
       start = time.perf_counter()
       for j in range(n):

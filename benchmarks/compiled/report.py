@@ -179,20 +179,22 @@ def _dumps(meta: dict[str, Any], tables: Mapping[str, Sequence[Row]]) -> str:
   return "{\n" + "\n".join(head) + '\n "targets": {\n' + ",\n".join(blocks) + "\n }\n}\n"
 
 
-def write(per_target: Mapping[str, Sequence[Row]], out: Path = RESULTS, only: str | None = None) -> list[Path]:
-  """Writes the reports of the compiled targets into ``out``; returns the paths written."""
+def write(
+  per_target: Mapping[str, Sequence[Row]], out: Path = RESULTS, only: str | None = None, prefix: str = ""
+) -> list[Path]:
+  """Writes the reports of the compiled targets into ``out`` (file names start with ``prefix``); returns the paths."""
   stamp, written = _stamp(), []
   out.mkdir(parents=True, exist_ok=True)
   meta: dict[str, Any] = {"generated": stamp, "versions": availability.versions(), "only": only}
   meta["label"] = "compiled, not run"
   if "h100" in per_target:
     rows = per_target["h100"]
-    (out / "h100-compiled.md").write_text(gpu_markdown(rows, stamp, only))
-    (out / "h100-compiled.json").write_text(_dumps(meta, {"h100": rows}))
-    written += [out / "h100-compiled.md", out / "h100-compiled.json"]
+    (out / f"{prefix}h100-compiled.md").write_text(gpu_markdown(rows, stamp, only))
+    (out / f"{prefix}h100-compiled.json").write_text(_dumps(meta, {"h100": rows}))
+    written += [out / f"{prefix}h100-compiled.md", out / f"{prefix}h100-compiled.json"]
   tpus = {t: rows for t, rows in per_target.items() if t.startswith("tpu")}
   if tpus:
-    (out / "tpu-compiled.md").write_text(tpu_markdown(tpus, stamp, only))
-    (out / "tpu-compiled.json").write_text(_dumps(meta, tpus))
-    written += [out / "tpu-compiled.md", out / "tpu-compiled.json"]
+    (out / f"{prefix}tpu-compiled.md").write_text(tpu_markdown(tpus, stamp, only))
+    (out / f"{prefix}tpu-compiled.json").write_text(_dumps(meta, tpus))
+    written += [out / f"{prefix}tpu-compiled.md", out / f"{prefix}tpu-compiled.json"]
   return written

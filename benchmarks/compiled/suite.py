@@ -61,8 +61,38 @@ def row_length(name: str, group: str, shapes: Sequence[tuple[int, ...]]) -> int 
   return shape[-1]
 
 
-def cases(only: str | None = None) -> list[Case]:
-  """The benchmark's full-size workloads (those whose name matches ``only``), with their input shapes."""
+# The speed matrix's groups this harness compiles (issue 28, point 6), and the row length of each matrix axis.
+MATRIX_GROUPS = ("reduce", "one_hot", "gather_nd")
+
+
+def _matrix_row_length(axis: str, group: str, shape: tuple[int, ...]) -> int | None:
+  if group != "reduce":
+    return None
+  return {"first": shape[0], "all": math.prod(shape)}.get(axis, shape[-1])
+
+
+def matrix_cases(only: str | None = None) -> list[Case]:
+  """The speed matrix's reduce, one_hot and gather_nd rows (full sizes, large and small; float64 rows aside)."""
+  from benchmarks.matrix_rows import all_rows
+
+  found = []
+  for r in all_rows(short=False):
+    if r.operator not in MATRIX_GROUPS or r.x64 or (only is not None and not re.search(only, r.name)):
+      continue
+    arrays = r.workload.make(np.random.default_rng(0))
+    inputs = tuple((tuple(a.shape), a.dtype) for a in arrays)
+    row = _matrix_row_length(r.axis, r.operator, inputs[0][0])
+    found.append(Case(r.name, r.operator, inputs, row, {"dmljax": r.workload.dmljax, **r.workload.jax}))
+  return found
+
+
+def cases(only: str | None = None, matrix: bool = False) -> list[Case]:
+  """The benchmark's full-size workloads (those whose name matches ``only``), with their input shapes.
+
+  ``matrix``: the speed matrix's rows instead (:func:`matrix_cases`).
+  """
+  if matrix:
+    return matrix_cases(only)
   from benchmarks.workloads import all_workloads
 
   found = []

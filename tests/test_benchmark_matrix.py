@@ -1,0 +1,197 @@
+"""The speed matrix (``python -m benchmarks.matrix``) keeps working: its short mode runs, and its JSON, Markdown and
+documentation section have the documented shape, every row with both timings and both temporary-byte figures.
+The full matrix's rows are checked for breadth without timing them. Timings are never asserted (they belong to the
+benchmark: a run on a shared machine decides nothing).
+"""
+
+import itertools
+import json
+import re
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import matrix, matrix_report, matrix_rows
+
+PHASE_FIELDS = {
+  "name",
+  "operator",
+  "function",
+  "dtype",
+  "axis",
+  "size",
+  "x64",
+  "shapes",
+  "input_bytes",
+  "phase",
+  "native_form",
+  "dmljax_s",
+  "native_s",
+  "ratio",
+  "paired_ratio",
+  "paired_q1",
+  "paired_q3",
+  "dmljax_temp_bytes",
+  "native_temp_bytes",
+  "full_size_temps",
+  "target",
+  "errors",
+}
+
+
+@pytest.fixture(scope="module")
+def short(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+  out = tmp_path_factory.mktemp("matrix")
+  report = matrix.main(["--short", "--quiet", "--out", str(out)])
+  return report, out
+
+
+def test_short_run_writes_json_and_markdown_with_its_conditions(short: tuple[dict, Path]) -> None:
+  _, out = short
+  data = json.loads((out / "matrix-cpu-short.json").read_text())
+  assert data["schema"] == matrix.SCHEMA and data["settings"]["short"] is True
+  conditions = data["conditions"]
+  assert conditions["command"] == f"python -m benchmarks.matrix --short --quiet --out {out}"
+  assert re.match(r"[0-9a-f]{12}|unknown", conditions["commit"])
+  assert "load average" in conditions["uptime_start"] and "load average" in conditions["uptime_end"]
+  assert isinstance(conditions["under_load"], bool) and conditions["wall_s"] > 0
+  assert conditions["environment"]["versions"]["jax"] == jax.__version__
+  markdown = (out / "matrix-cpu-short.md").read_text()
+  assert conditions["command"] in markdown and conditions["uptime_start"] in markdown
+  for heading in ("## Summary", "## Rows", "## Trace + compile (each", "## Trace + compile of whole programs"):
+    assert heading in markdown
+  for row in data["rows"]:
+    assert f"| {row['name']} | {row['phase']} |" in markdown
+
+
+def test_every_row_has_both_timings_and_both_memory_figures(short: tuple[dict, Path]) -> None:
+  report, _ = short
+  rows = report["rows"]
+  assert {r["operator"] for r in rows} == {"A/A", "reduce", "top_k", "argmax", "gather_nd", "one_hot", "sampling"}
+  assert {r["phase"] for r in rows} == {"forward", "grad"} and {r["size"] for r in rows} == {"large", "small"}
+  for r in rows:
+    assert set(r) == PHASE_FIELDS, r["name"]
+    assert r["errors"] == {}, (r["name"], r["errors"])
+    assert r["dmljax_s"] > 0 and r["native_s"] > 0, r["name"]
+    assert 0 < r["paired_q1"] <= r["paired_ratio"] <= r["paired_q3"], r["name"]
+    assert isinstance(r["dmljax_temp_bytes"], int) and isinstance(r["native_temp_bytes"], int), r["name"]
+    assert r["target"] == (matrix.LARGE_TARGET if r["size"] == "large" else matrix.SMALL_TARGET)
+  # A workload with a gradient has a grad row; one without has none.
+  for w in report["workloads"]:
+    phases = {r["phase"] for r in rows if r["name"] == w["name"]}
+    assert phases == ({"forward", "grad"} if w["has_gradient"] else {"forward"}), w["name"]
+  assert len(report["workloads"]) == len(matrix_rows.all_rows(short=True))
+
+
+def test_compile_section_and_whole_programs(short: tuple[dict, Path]) -> None:
+  report, _ = short
+  assert [c["name"] for c in report["compile"]] == [w["name"] for w in report["workloads"]]
+  for c in report["compile"]:
+    assert c["dmljax_s"] > 0 and c["native_s"] > 0 and c["ratio"] > 0, c["name"]
+  assert len(report["models"]) == 2
+  assert any("MoE" in m["name"] for m in report["models"]) and any("decode" in m["name"] for m in report["models"])
+  for m in report["models"]:
+    assert m["dmljax_s"] > 0 and m["native_s"] > 0 and m["ratio"] > 0
+
+
+def test_summary_counts_and_flags(short: tuple[dict, Path]) -> None:
+  report, _ = short
+  s = report["summary"]
+  scored = [r for r in report["rows"] if r["operator"] != "A/A"]
+  assert s["rows"] == len(scored) and 0 <= s["within"] <= s["rows"]
+  assert sum(g["rows"] for g in s["groups"]) == len(scored)
+  assert len(s["controls"]) == 4  # large and small A/A, forward and grad
+  assert s["over_speed"] == [f"{r['name']} ({r['phase']})" for r in scored if r["paired_ratio"] > r["target"]]
+
+
+def test_docs_section_is_valid_rst_and_replaces_only_the_marked_block(short: tuple[dict, Path], tmp_path: Path) -> None:
+  docutils_core = pytest.importorskip("docutils.core")
+  report, _ = short
+  real = (Path(__file__).resolve().parents[1] / "docs" / "performance.rst").read_text()
+  assert real.count(matrix_report.BEGIN) == 1 and real.count(matrix_report.END) == 1
+  rst = tmp_path / "performance.rst"
+  rst.write_text(real)
+  matrix_report.rewrite_docs(report, rst, "benchmarks/results/matrix-cpu-short.json")
+  text = rst.read_text()
+  before, after = real.split(matrix_report.BEGIN), text.split(matrix_report.BEGIN)
+  assert before[0] == after[0] and before[1].split(matrix_report.END)[1] == after[1].split(matrix_report.END)[1]
+  block = matrix_report.rst_block(report, "benchmarks/results/matrix-cpu-short.json")
+  assert block in text and report["conditions"]["command"] in " ".join(block.split())  # paragraphs are wrapped
+  overrides = {"halt_level": 2, "report_level": 2}  # warnings are errors, as sphinx-build -W
+  docutils_core.publish_doctree(block, settings_overrides=overrides)
+
+
+def test_the_full_matrix_is_as_wide_as_the_issue_asks() -> None:
+  rows = matrix_rows.all_rows(short=False)
+  by_key = {(r.operator, r.function, r.dtype, r.axis, r.size) for r in rows}
+  for function, dtype, axis in itertools.product(matrix_rows.REDUCE_FUNCTIONS, matrix_rows.FLOATS, matrix_rows.AXES):
+    assert ("reduce", function, dtype, axis, "large") in by_key, (function, dtype, axis)
+  for function, axis in itertools.product(matrix_rows.REDUCE_FUNCTIONS, matrix_rows.AXES):
+    if function not in matrix_rows.FLOAT_ONLY:
+      assert ("reduce", function, "int32", axis, "large") in by_key
+  for function, size in itertools.product(matrix_rows.REDUCE_FUNCTIONS, ("last", "per-row")):
+    assert ("reduce", function, "f32", size, "small") in by_key
+  for op, dtype in itertools.product(("top_k", "argmax", "argmin"), (*matrix_rows.FLOATS, "int32")):
+    axes = ("last", "first") if op == "top_k" else tuple(matrix_rows.AXES)
+    assert all((op, None, dtype, axis, "large") in by_key for axis in axes), (op, dtype)
+  for dtype in (*matrix_rows.FLOATS, "int32"):
+    assert {("gather_nd", None, dtype, a, "large") for a in matrix_rows.AXES} <= by_key
+    assert {("one_hot", None, dtype, a, "large") for a in ("last", "first")} <= by_key
+  names = [r.name for r in rows]
+  for pattern in (
+    r"^top_k f32 8x1000 k=40 \(decode\)$",
+    r"^top_k f32 256x8 k=2 \(MoE\)$",
+    r"^top_k f32 64x100 k=5 per",
+  ):
+    assert any(re.search(pattern, n) for n in names), pattern
+  assert any(n.startswith("sampling sample f32 8x128256") for n in names)
+  assert any(n.startswith("sampling top_p_mask f32 64x32000") for n in names)
+  for r in rows:
+    assert r.native in r.workload.jax, r.name
+    if r.size == "large" and r.operator not in ("one_hot", "sampling"):
+      shape = matrix_rows.large_shape(r.dtype, short=False)
+      assert (
+        f" {shape[0]}x{shape[1]} " in r.name
+        and np.dtype(matrix_rows.DTYPES[r.dtype]).itemsize * np.prod(shape) >= 4 << 20
+      )
+    # Only the integer and index outputs have no gradient row.
+    differentiable = r.dtype not in ("int32", "int8") and r.operator in ("reduce", "top_k", "gather_nd", "A/A")
+    differentiable = differentiable and not (r.function or "").startswith("ARG")
+    assert r.workload.grad == differentiable or r.operator == "one_hot", r.name
+
+
+def test_cli_options_parse() -> None:
+  args = matrix.parse_args(["--only", "reduce", "--rounds", "3", "--out", "/tmp/x"])
+  assert (args.only, args.rounds, args.repeats, str(args.out), args.short) == ("reduce", 3, 3, "/tmp/x", False)
+  assert args.no_torch and args.no_onnx and args.no_eager and not args.evict
+  assert matrix.parse_args(["--short"]).rounds == 2
+  with pytest.raises(SystemExit):
+    matrix.parse_args(["--rounds", "0"])
+
+
+def test_the_compiled_harness_takes_the_matrix_reduce_one_hot_and_gather_rows() -> None:
+  from benchmarks.compiled import suite
+
+  only = r" (f32|int8) "  # a sample of the rows (each case draws its full-size inputs once)
+  found = suite.cases(only, matrix=True)
+  expected = [
+    r
+    for r in matrix_rows.all_rows(short=False)
+    if r.operator in suite.MATRIX_GROUPS and not r.x64 and re.search(only, r.name)
+  ]
+  assert {r.operator for r in expected} == set(suite.MATRIX_GROUPS)
+  assert [c.name for c in found] == [r.name for r in expected]
+  by_name = {c.name: c for c in found}
+  for r in expected:
+    case = by_name[r.name]
+    assert list(case.programs) == ["dmljax", r.native]
+    shape = case.inputs[0][0]
+    if r.operator != "reduce":
+      assert case.row is None
+    else:
+      assert case.row == {"first": shape[0], "all": int(np.prod(shape))}.get(r.axis, shape[-1]), r.name
