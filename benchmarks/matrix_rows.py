@@ -447,9 +447,9 @@ def sampling_rows(short: bool) -> list[Row]:
 
   def recipe(x: jax.Array, key: jax.Array) -> jax.Array:
     k = jax.random.wrap_key_data(key)
-    return sampling.top_k_then_top_p(k, x, SAMPLING_T, SAMPLING_K, SAMPLING_P, sampling.MAX_K)
+    return sampling.top_k_then_top_p(k, x, SAMPLING_T, SAMPLING_K, SAMPLING_P, sampling.RECIPE_K)
 
-  native = f"jax.lax.top_k(x / T, {sampling.MAX_K}) + sort top-p + categorical"
+  native = f"jax.lax.top_k(x / T, {sampling.RECIPE_K}) + sort top-p + categorical"
   w = _workload(
     f"sampling sample f32 {_shape_text(shape)} (T={SAMPLING_T}, top_k={SAMPLING_K}, top_p={SAMPLING_P})",
     logits_and_key(shape),

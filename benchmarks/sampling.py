@@ -66,7 +66,7 @@ def sort_top_p(key: jax.Array, x: jax.Array, p: jax.Array | float, k: int | None
 
 
 def top_k_then_top_p(
-  key: jax.Array, x: jax.Array, temperature: float, k: int, p: float, candidates: int = MAX_K
+  key: jax.Array, x: jax.Array, temperature: float, k: int, p: jax.Array | float, candidates: int = RECIPE_K
 ) -> jax.Array:
   """The static-k recipe with a nucleus: ``jax.lax.top_k(x / T, candidates)``, then :func:`sort_top_p` over them."""
   values, indices = jax.lax.top_k(x / temperature, candidates)
@@ -75,14 +75,8 @@ def top_k_then_top_p(
 
 
 def top_k_recipe(key: jax.Array, x: jax.Array, p: jax.Array) -> jax.Array:
-  """What a JAX user writes for top-k + top-p: ``lax.top_k(64)``, temperature, softmax, cumsum, mask, draw."""
-  values, indices = jax.lax.top_k(x, RECIPE_K)
-  values = values / TEMPERATURE
-  probs = jax.nn.softmax(values, axis=-1)
-  before = jnp.cumsum(probs, axis=-1) - probs
-  keep = (before < p) & (jnp.arange(RECIPE_K) < K)
-  choice = jax.random.categorical(key, jnp.where(keep, values, -jnp.inf), axis=-1)
-  return jnp.take_along_axis(indices, choice[:, None], axis=-1)[:, 0]
+  """What a JAX user writes for the README's call: ``lax.top_k(x / 0.7, 64)``, then top-k 50 and top-p over them."""
+  return top_k_then_top_p(key, x, TEMPERATURE, K, p, RECIPE_K)
 
 
 def dml_top_k(key: jax.Array, x: jax.Array, k: jax.Array) -> jax.Array:
