@@ -12,7 +12,7 @@ L1             :math:`\\sum |x|`                          integer and float
 L2             :math:`\\sqrt{\\sum x^2}`                   float
 LOG_SUM        :math:`\\log \\sum x`                       float
 LOG_SUM_EXP    :math:`\\log \\sum e^x`, computed stably     float
-MAX/MIN        extreme value; NaN if any element is NaN integer and float
+MAX/MIN        extreme element (IEEE maximum/minimum)  integer and float
 MULTIPLY       :math:`\\prod x`                           integer and float
 SUM            :math:`\\sum x`                            integer and float
 SUM_SQUARE     :math:`\\sum x^2`                          integer and float
@@ -692,7 +692,9 @@ def reduce(
   L2             :math:`\sqrt{\sum_i x_i^2}`
   LOG_SUM        :math:`\log \sum_i x_i`
   LOG_SUM_EXP    :math:`\log \sum_i e^{x_i}`, computed stably
-  MAX/MIN        the extreme value; NaN if any element is NaN
+  MAX/MIN        the extreme element, bit for bit: NaN if any element is
+                 NaN (the one with the largest bits); MAX of both zeros
+                 is +0.0, MIN -0.0 (IEEE 754-2019 maximum/minimum)
   MULTIPLY       :math:`\prod_i x_i`
   SUM            :math:`\sum_i x_i`
   SUM_SQUARE     :math:`\sum_i x_i^2`
