@@ -333,10 +333,13 @@ def _product_tree(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
   return platform.branch(x, cpu=halving, default=plain)
 
 
-def _log_sum_exp(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
+def _log_sum_exp(x: jax.Array, axes: tuple[int, ...], work: np.dtype) -> jax.Array:
   # The shift is a constant to differentiation (the result does not depend on it). A zero total means every
-  # element is -inf; the double where keeps log's infinite slope there out of the derivatives.
-  peak = lax.stop_gradient(jnp.max(x, axes, keepdims=True))
+  # element is -inf; the double where keeps log's infinite slope there out of the derivatives. A narrow x is
+  # widened to ``work`` where each pass reads it (its peak is one of its values, exact in either type), so no
+  # widened copy is written and read twice.
+  peak = lax.stop_gradient(jnp.max(x, axes, keepdims=True)).astype(work)
+  x = x.astype(work)
   shift = jnp.where(jnp.isfinite(peak), peak, jnp.zeros_like(peak))
   total = jnp.sum(jnp.exp(x - shift), axes, keepdims=True)
   empty = total == 0
@@ -645,7 +648,8 @@ def _reduce(
     return jnp.sum(v, axes, keepdims=True, dtype=v.dtype)
 
   if function == F.SUM:
-    out = _sum_over_leading_axes(a, axes) if _by_dot(a, axes) else total(a)
+    # float16/bfloat16: XLA's reduction widens each element as it reads it; the product would need a widened copy.
+    out = _sum_over_leading_axes(a, axes) if _by_dot(x, axes) else total(a)
   elif function == F.SUM_SQUARE:
     out = total(jnp.square(a))
   elif function == F.L1:
@@ -657,7 +661,9 @@ def _reduce(
   elif function == F.LOG_SUM:
     out = jnp.log(total(a))
   elif function == F.LOG_SUM_EXP:
-    out = _log_sum_exp(a, axes)
+    # bfloat16 is widened where each pass reads it; XLA:CPU's float16 max and widening are slow enough that one
+    # widened copy, read twice, is faster.
+    out = _log_sum_exp(a if dtype == np.dtype(np.float16) else x, axes, a.dtype)
   elif function == F.MULTIPLY:
     out = _product(a, axes)
   elif function == F.MAX:  # MAX/MIN return an input element: no widening
