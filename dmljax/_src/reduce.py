@@ -386,7 +386,20 @@ def _l2_jvp(
 
 
 def _tree_max(x: jax.Array, axes: tuple[int, ...], key: Callable[[jax.Array], jax.Array]) -> jax.Array:
-  """The largest ``key(x)`` over ``axes``, keeping dims (``key``: elementwise, to a signed integer).
+  """The largest ``key(x)`` over ``axes``, keeping dims (``key``: elementwise, to an integer); see :func:`_tree`."""
+  return _tree(x, axes, key, jnp.maximum, jnp.max)
+
+
+def _tree(
+  x: jax.Array,
+  axes: tuple[int, ...],
+  key: Callable[[jax.Array], jax.Array],
+  combine: Callable[[jax.Array, jax.Array], jax.Array],
+  reduce: Callable[..., jax.Array],
+) -> jax.Array:
+  """``reduce`` of ``key(x)`` over ``axes``, keeping dims, for an integer ``key`` and an associative, commutative
+  ``combine`` (``reduce``'s elementwise form) that gives the same bits in any order: maximum, minimum, or
+  wrapping integer addition. With the maximum and minimum, halves may overlap; with addition they may not.
 
   On CPU, reduced axes next to each other are reduced as one axis, by the elementwise maximum of its two
   halves (overlapping by one element when the length is odd: the maximum does not mind an element counted
@@ -399,8 +412,9 @@ def _tree_max(x: jax.Array, axes: tuple[int, ...], key: Callable[[jax.Array], ja
   """
 
   def plain(x: jax.Array) -> jax.Array:
-    return jnp.max(key(x), axes, keepdims=True)
+    return reduce(key(x), axes, keepdims=True)
 
+  overlap = combine in (jnp.maximum, jnp.minimum)
   if not axes or axes != tuple(range(axes[0], axes[-1] + 1)) or shardings.splits_explicitly(x, axes):
     return plain(x)
   first, last = axes[0], axes[-1]
@@ -415,12 +429,12 @@ def _tree_max(x: jax.Array, axes: tuple[int, ...], key: Callable[[jax.Array], ja
         rows = halve(rows.reshape(rows.shape[0] * parts, n // parts, 1), leaf).reshape(-1, parts, 1)
         n, leaf = parts, lambda k: k
     stop = 16 if inner == 1 else 1
-    while n > stop:
+    while n > stop and (overlap or n % 2 == 0):
       half = (n + 1) // 2
-      rows = jnp.maximum(leaf(rows[:, :half]), leaf(rows[:, n - half :]))
+      rows = combine(leaf(rows[:, :half]), leaf(rows[:, n - half :]))
       n, leaf = half, lambda k: k
     rows = leaf(rows)
-    return jnp.max(rows, 1) if n > 1 else rows[:, 0]
+    return reduce(rows, 1) if n > 1 else rows[:, 0]
 
   def halving(x: jax.Array) -> jax.Array:
     shape = x.shape
@@ -592,10 +606,20 @@ def _float_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.A
   return _fixed(axes, find_max)(x, best)
 
 
+def _trailing(x: jax.Array, axes: tuple[int, ...]) -> bool:
+  """Whether ``axes`` are the trailing axes of ``x`` (where :func:`_tree` beats XLA:CPU's integer reduction)."""
+  return bool(axes) and axes == tuple(range(x.ndim - len(axes), x.ndim))
+
+
 def _integer_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
   """MAX/MIN of integers; 4- and 2-bit ones reduced as 8-bit integers (XLA:CPU has no all-reduce for them)."""
   wide = value_bits.to_bits(x)
-  out = jnp.max(wide, axes, keepdims=True) if find_max else jnp.min(wide, axes, keepdims=True)
+  if not _trailing(wide, axes):  # XLA's own reduction over leading axes is the faster one there
+    out = jnp.max(wide, axes, keepdims=True) if find_max else jnp.min(wide, axes, keepdims=True)
+  elif find_max:
+    out = _tree(wide, axes, lambda k: k, jnp.maximum, jnp.max)
+  else:
+    out = _tree(wide, axes, lambda k: k, jnp.minimum, jnp.min)
   return value_bits.from_bits(out, x.dtype)
 
 
@@ -645,6 +669,9 @@ def _reduce(
   F = ReduceFunction
 
   def total(v: jax.Array) -> jax.Array:
+    if dtypes.is_integer(np.dtype(v.dtype)) and np.dtype(v.dtype).itemsize >= 4 and _trailing(v, axes):
+      # Wrapping integer sums give the same bits in any order: summed by halving, fused with what made v.
+      return _tree(v, axes, lambda k: k, jnp.add, functools.partial(jnp.sum, dtype=v.dtype))
     return jnp.sum(v, axes, keepdims=True, dtype=v.dtype)
 
   if function == F.SUM:
