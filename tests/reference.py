@@ -12,6 +12,7 @@ Functions (all take and return plain ``numpy`` arrays):
 * :func:`ref_arg_reduce`   -- ARGMIN / ARGMAX
 * :func:`ref_gather_nd`    -- GATHER_ND1 / GATHER_ND, TF/ONNX shapes
 * :func:`ref_reduce`       -- REDUCE
+* :func:`ref_extreme`      -- REDUCE's MAX / MIN, bit for bit
 * :func:`ref_one_hot`      -- ONE_HOT, DML layout
 
 Low-precision float types that NumPy does not know natively (``bfloat16`` and
@@ -24,6 +25,7 @@ import numpy as np
 
 __all__ = [
   "ref_arg_reduce",
+  "ref_extreme",
   "ref_gather_nd",
   "ref_one_hot",
   "ref_reduce",
@@ -377,6 +379,42 @@ def ref_reduce(x, function: str, axes) -> np.ndarray:
     with np.errstate(all="ignore"):
       r = np.asarray(_reduce_int(flat, function)).astype(x.dtype)
   return r.reshape(out_shape)
+
+
+def ref_extreme(x, function: str, axes) -> np.ndarray:
+  """REDUCE's MAX or MIN (``function`` "max"/"min") over ``axes``, bit for bit, keeping dims.
+
+  The result is one of the block's elements: where the block holds a NaN, the NaN whose bits read as an
+  unsigned integer are the largest; else the largest (MAX) or smallest (MIN) value, and where that value is
+  zero, +0.0 for MAX if the block holds one and -0.0 for MIN if it holds one (IEEE 754-2019
+  maximum/minimum). Subnormals are the numbers they are.  Integers: the plain extreme.
+  """
+  x = np.asarray(x)
+  axes = _normalize_axes(axes, x.ndim, "REDUCE")
+  flat = _to_last(x, axes)
+  out_shape = _keepdims_shape(x.shape, axes)
+  find_max = function.lower() == "max"
+  if not _is_float(x.dtype):
+    return (flat.max(axis=-1) if find_max else flat.min(axis=-1)).astype(x.dtype).reshape(out_shape)
+  rows = flat.reshape(-1, flat.shape[-1])
+  bits = rows.view(f"u{x.dtype.itemsize}")
+  with np.errstate(invalid="ignore"):
+    values = rows.astype(np.float64)
+  chosen = np.empty(rows.shape[0], np.int64)
+  for r in range(rows.shape[0]):
+    nan = np.isnan(values[r])
+    if nan.any():
+      candidates = np.flatnonzero(nan)
+      chosen[r] = candidates[np.argmax(bits[r, candidates])]
+      continue
+    extreme = values[r].max() if find_max else values[r].min()
+    candidates = np.flatnonzero(values[r] == extreme)
+    if extreme == 0:
+      wanted = ~np.signbit(values[r, candidates]) if find_max else np.signbit(values[r, candidates])
+      if wanted.any():
+        candidates = candidates[wanted]
+    chosen[r] = candidates[0]
+  return rows[np.arange(rows.shape[0]), chosen].reshape(out_shape)
 
 
 # --------------------------------------------------------------------------- #
