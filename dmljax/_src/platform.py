@@ -58,8 +58,9 @@ class Choice:
   cpu_kernel: bool = True
 
 
-# The choice in force in this thread (or task); swapped while a branch is lowered (_restored).
-_choice: contextvars.ContextVar[Choice] = contextvars.ContextVar("dmljax_platform_choice", default=Choice())
+# The choice in force in this thread (or task); swapped while a branch is lowered (_restored). The default is
+# a frozen dataclass, never mutated (changes replace it).
+_choice: contextvars.ContextVar[Choice] = contextvars.ContextVar("dmljax_platform_choice", default=Choice())  # noqa: B039
 
 
 def current() -> Choice:
