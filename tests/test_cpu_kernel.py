@@ -257,8 +257,9 @@ def test_the_build_record_says_why_the_kernel_was_not_built(tmp_path: pathlib.Pa
 
 
 def test_a_library_built_against_a_newer_ffi_api_is_refused() -> None:
-  """XLA runs handlers of older FFI API versions of its major version, not newer ones (jaxlib 0.8 speaks 0.2,
-  0.9 and 0.10 speak 0.3): a newer one would fail the whole CPU backend, so dmljax does not register it."""
+  """XLA runs handlers of older FFI API versions of its major version, not newer ones (jaxlib 0.8.3 and 0.9.0
+  speak 0.2, 0.9.2 and 0.10.2 speak 0.3): a newer one would fail the whole CPU backend, so dmljax does not
+  register it."""
   assert cpu_kernel_library.ffi_mismatch((0, 2), (0, 3)) is None
   assert cpu_kernel_library.ffi_mismatch((0, 3), (0, 3)) is None
   assert cpu_kernel_library.ffi_mismatch((0, 3), None) is None  # a jaxlib without headers: XLA checks it
