@@ -95,6 +95,7 @@ class _OptionalBuildExt(build_ext):
       "ffi_api": _ffi_api_version(include) if include else None,
       "platform": f"{sys.platform}-{platform.machine()}",
     }
+    inplace = self.inplace  # setuptools clears it while building and restores it only on success
     try:
       if include is None:
         raise _KernelNotBuilt(
@@ -108,6 +109,7 @@ class _OptionalBuildExt(build_ext):
       info["built"] = self.kernel_built
     except Exception as error:  # a missing compiler can surface before any extension is compiled
       info["reason"] = _reason(error)
+    self.inplace = inplace
     if not self.kernel_built:
       reason = info["reason"] or "the build produced no library"
       info["reason"] = reason
