@@ -20,13 +20,23 @@
 // scheduled on XLA's intra-op pool take from one atomic counter. The caller waits only for units that
 // some thread has already taken, so it never waits on a helper that has not started (no deadlock when
 // every pool thread is busy). Small calls run on the calling thread alone.
+//
+// Errors: no C++ exception leaves the library. One thrown by a unit of work (on the calling thread or a pool
+// thread: std::bad_alloc from a buffer, say) is caught there, the remaining units are skipped, and once every
+// unit taken has finished the handler returns it as an FFI error, which XLA raises in Python. Anything thrown
+// on the calling thread outside the units is caught by the handler the same way.
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
+#include <new>
+#include <stdexcept>
+#include <string>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -211,19 +221,61 @@ int64_t SelectSegment(const typename Key::Bits* row, int64_t begin, int64_t end,
 
 // Threads -----------------------------------------------------------------------------------------------------
 
-// Units [0, total) taken from one counter by the calling thread and by helpers on the pool.
+// Fault injection for the error-path tests (tests/test_cpu_kernel_errors.py), read once per process:
+// DMLJAX_CPU_KERNEL_FAULT=bad_alloc, runtime_error or unknown makes the first unit of work of every call
+// that runs over units throw std::bad_alloc, a std::runtime_error or an int, as a failed allocation or a bug
+// there would. Unset (always, outside those tests), it costs one load of a static per call.
+enum class Fault { kNone, kBadAlloc, kRuntimeError, kUnknown };
+
+Fault InjectedFault() {
+  static const Fault fault = [] {
+    const char* name = std::getenv("DMLJAX_CPU_KERNEL_FAULT");
+    if (name == nullptr) return Fault::kNone;
+    const std::string value(name);
+    if (value == "bad_alloc") return Fault::kBadAlloc;
+    if (value == "runtime_error") return Fault::kRuntimeError;
+    if (value == "unknown") return Fault::kUnknown;
+    return Fault::kNone;
+  }();
+  return fault;
+}
+
+void MaybeInjectFault(int64_t unit) {
+  if (unit != 0) return;
+  switch (InjectedFault()) {
+    case Fault::kNone: return;
+    case Fault::kBadAlloc: throw std::bad_alloc();
+    case Fault::kRuntimeError: throw std::runtime_error("fault injected by DMLJAX_CPU_KERNEL_FAULT");
+    case Fault::kUnknown: throw 30;  // not a std::exception
+  }
+}
+
+// Units [0, total) taken from one counter by the calling thread and by helpers on the pool. The first
+// exception a unit throws is kept (Error); units taken after it are skipped, but still counted as done.
 class Units {
  public:
   Units(int64_t total, std::function<void(int64_t)> body) : total_(total), body_(std::move(body)) {}
 
-  void Run() {
+  // Never throws: it runs on pool threads, where an exception would terminate the process.
+  void Run() noexcept {
     for (int64_t unit; (unit = next_.fetch_add(1, std::memory_order_relaxed)) < total_;) {
-      body_(unit);
-      if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == total_) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        finished_.notify_all();
+      if (!failed_.load(std::memory_order_acquire)) {
+        try {
+          MaybeInjectFault(unit);
+          body_(unit);
+        } catch (...) {
+          Fail(std::current_exception());
+        }
       }
+      Finish(1);
     }
+  }
+
+  // Keeps the first exception; the units taken after it are skipped.
+  void Fail(std::exception_ptr error) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_) error_ = std::move(error);
+    failed_.store(true, std::memory_order_release);
   }
 
   // Waits for every unit: those not taken yet are taken by the caller in Run, so only running ones remain.
@@ -232,26 +284,51 @@ class Units {
     finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == total_; });
   }
 
+  // The first exception a unit threw (after Wait), or null.
+  std::exception_ptr Error() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return error_;
+  }
+
  private:
+  void Finish(int64_t count) noexcept {
+    if (done_.fetch_add(count, std::memory_order_acq_rel) + count == total_) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      finished_.notify_all();
+    }
+  }
+
   const int64_t total_;
   const std::function<void(int64_t)> body_;
   std::atomic<int64_t> next_{0};
   std::atomic<int64_t> done_{0};
+  std::atomic<bool> failed_{false};
   std::mutex mutex_;
   std::condition_variable finished_;
+  std::exception_ptr error_;
 };
 
+// Runs body(0), ..., body(total - 1) over up to `threads` threads; rethrows, on the calling thread, the first
+// exception a unit threw, once no thread runs a unit any more (the units use the caller's stack).
 void ParallelFor(ffi::ThreadPool& pool, int64_t threads, int64_t total, std::function<void(int64_t)> body) {
   if (threads <= 1 || total <= 1) {
-    for (int64_t unit = 0; unit < total; ++unit) body(unit);
+    for (int64_t unit = 0; unit < total; ++unit) {
+      MaybeInjectFault(unit);
+      body(unit);
+    }
     return;
   }
   auto units = std::make_shared<Units>(total, std::move(body));
-  for (int64_t helper = 1; helper < std::min(threads, total); ++helper) {
-    pool.Schedule([units] { units->Run(); });
+  try {
+    for (int64_t helper = 1; helper < std::min(threads, total); ++helper) {
+      pool.Schedule([units] { units->Run(); });
+    }
+  } catch (...) {
+    // Scheduling failed (std::bad_alloc, say): fewer helpers. The caller still runs every unit not taken.
   }
   units->Run();
   units->Wait();
+  if (std::exception_ptr error = units->Error()) std::rethrow_exception(error);
 }
 
 // The call ----------------------------------------------------------------------------------------------------
@@ -326,8 +403,8 @@ void Dispatch(ffi::ThreadPool& pool, int64_t threads, const Shape& s, bool large
   }
 }
 
-ffi::Error TopKHandler(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> values,
-                       ffi::Result<ffi::Buffer<ffi::S32>> indices, int64_t k, bool largest_first) {
+ffi::Error CheckedTopK(ffi::ThreadPool& pool, ffi::AnyBuffer& input, ffi::Result<ffi::AnyBuffer>& values,
+                       ffi::Result<ffi::Buffer<ffi::S32>>& indices, int64_t k, bool largest_first) {
   // The caller (dmljax's strategy) has validated shapes and types at trace time; these checks only keep a
   // call made any other way from reading or writing outside its buffers.
   auto in_dims = input.dimensions();
@@ -380,6 +457,25 @@ ffi::Error TopKHandler(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::Result<f
   return ffi::Error::Success();
 }
 
+// The FFI entry point: CheckedTopK, with every C++ exception turned into an FFI error (XLA raises it in Python).
+ffi::Error TopKHandler(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> values,
+                       ffi::Result<ffi::Buffer<ffi::S32>> indices, int64_t k, bool largest_first) {
+  try {
+    return CheckedTopK(pool, input, values, indices, k, largest_first);
+  } catch (const std::bad_alloc&) {
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted,
+                      "dmljax_cpu_top_k: out of memory for the kernel's buffers; free memory, or set "
+                      "DMLJAX_CPU_KERNEL=0 to run dmljax's XLA selection instead");
+  } catch (const std::exception& error) {
+    return ffi::Error::Internal(std::string("dmljax_cpu_top_k: ") + error.what() +
+                                "; please report it (set DMLJAX_CPU_KERNEL=0 to run dmljax's XLA selection)");
+  } catch (...) {
+    return ffi::Error::Internal(
+        "dmljax_cpu_top_k: an unknown C++ exception; please report it (set DMLJAX_CPU_KERNEL=0 to run "
+        "dmljax's XLA selection)");
+  }
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(DmljaxCpuTopK, TopKHandler,
@@ -392,4 +488,10 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(DmljaxCpuTopK, TopKHandler,
                                   .Attr<bool>("largest_first"));
 
 // The version of this library's calling convention, which the Python side checks before registering it.
-extern "C" __attribute__((visibility("default"))) int32_t DmljaxCpuTopKAbiVersion() { return 1; }
+extern "C" __attribute__((visibility("default"))) int32_t DmljaxCpuTopKAbiVersion() { return 2; }
+
+// The XLA FFI API version of the headers this library was compiled against (major * 1000 + minor), which
+// the Python side compares with the running jaxlib's before registering the handler.
+extern "C" __attribute__((visibility("default"))) int32_t DmljaxCpuTopKFfiApiVersion() {
+  return XLA_FFI_API_MAJOR * 1000 + XLA_FFI_API_MINOR;
+}

@@ -9,7 +9,7 @@ descriptor such as :class:`TopK1Desc`).
 from dmljax import sampling as sampling
 from dmljax._src.arg_reduce import ArgMaxDesc, ArgMinDesc, argmax, argmin
 from dmljax._src.axes import AxisDirection
-from dmljax._src.cpu_kernel_library import cpu_kernel_available
+from dmljax._src.cpu_kernel_library import cpu_kernel_available, cpu_kernel_status
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import DescriptorError
 from dmljax._src.execute import execute
@@ -39,6 +39,7 @@ __all__ = [
   "argmax",
   "argmin",
   "cpu_kernel_available",
+  "cpu_kernel_status",
   "execute",
   "gather_nd",
   "one_hot",

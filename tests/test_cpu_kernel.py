@@ -12,7 +12,9 @@ The transformation matrix (tests/test_matrix.py) has the kernel's rows too.
 
 from __future__ import annotations
 
+import json
 import os
+import pathlib
 from typing import Any
 
 import jax
@@ -235,4 +237,46 @@ def test_export_holds_the_xla_selection() -> None:
 
 def test_status_names_the_kernel() -> None:
   assert cpu_kernel_library.status().startswith("CPU top-k kernel: ")
+  assert dml.cpu_kernel_status() == cpu_kernel_library.status()
+  in_use = "in use (loaded from " in dml.cpu_kernel_status()
+  assert in_use == dml.cpu_kernel_available()
   assert bits(np.zeros(1, np.float32)).dtype == np.uint32
+
+
+def test_the_build_record_says_why_the_kernel_was_not_built(tmp_path: pathlib.Path) -> None:
+  """pip hides the build's output: the reason the build recorded in the package is what the status says."""
+  record = {"built": False, "reason": "no working C++17 compiler (CompileError: ...)", "jaxlib": "0.10.2"}
+  (tmp_path / cpu_kernel_library.BUILD_INFO).write_text(json.dumps(record))
+  info = cpu_kernel_library.build_info(tmp_path / cpu_kernel_library.LIBRARY)
+  assert info == record
+  assert cpu_kernel_library._not_built(info) == (
+    "not built when dmljax was installed: no working C++17 compiler (CompileError: ...)"
+  )
+  assert "python setup.py build_ext --inplace" in cpu_kernel_library._not_built(None)
+  assert cpu_kernel_library.build_info(tmp_path / "elsewhere" / cpu_kernel_library.LIBRARY) is None
+
+
+def test_a_library_built_against_a_newer_ffi_api_is_refused() -> None:
+  """XLA runs handlers of older FFI API versions of its major version, not newer ones (jaxlib 0.8.3 and 0.9.0
+  speak 0.2, 0.9.2 and 0.10.2 speak 0.3): a newer one would fail the whole CPU backend, so dmljax does not
+  register it."""
+  assert cpu_kernel_library.ffi_mismatch((0, 2), (0, 3)) is None
+  assert cpu_kernel_library.ffi_mismatch((0, 3), (0, 3)) is None
+  assert cpu_kernel_library.ffi_mismatch((0, 3), None) is None  # a jaxlib without headers: XLA checks it
+  assert cpu_kernel_library.ffi_mismatch((0, 3), (0, 2)) == (
+    "it was built against XLA FFI API 0.3, newer than this jaxlib's 0.2"
+  )
+  assert cpu_kernel_library.ffi_mismatch((1, 0), (0, 9)) is not None
+
+
+@needs_kernel
+def test_the_library_reports_the_ffi_api_it_was_built_against() -> None:
+  library, _ = cpu_kernel_library.load()
+  assert library is not None
+  encoded = library.DmljaxCpuTopKFfiApiVersion()
+  assert (
+    cpu_kernel_library.ffi_mismatch((encoded // 1000, encoded % 1000), cpu_kernel_library.running_ffi_api()) is None
+  )
+  info = cpu_kernel_library.build_info(pathlib.Path(library._name))
+  if info is not None:  # a library built by this version of setup.py
+    assert info["built"] is True and info["ffi_api"] == f"{encoded // 1000}.{encoded % 1000}"

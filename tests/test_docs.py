@@ -17,7 +17,7 @@ import dmljax as dml
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 FUNCTIONS = ["top_k", "argmin", "argmax", "gather_nd", "reduce", "one_hot", "execute"]
 # Functions that answer a question about the installation (no arguments, nothing to validate).
-QUERIES = ["cpu_kernel_available"]
+QUERIES = ["cpu_kernel_available", "cpu_kernel_status"]
 DESCRIPTORS = [
   "TensorDesc",
   "TopKDesc",

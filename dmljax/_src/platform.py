@@ -20,12 +20,16 @@ pick; ``interpret`` runs Pallas kernels in interpret mode. The choice is read wh
 tracing. The library's own jitted entry points take :func:`current` as a static
 argument, so they trace again under a new choice instead of reusing a program traced
 under another one (no cache is cleared); functions a caller jitted before the change
-keep the program they traced, as with any trace-time setting.
+keep the program they traced, as with any trace-time setting. The choice is a
+:class:`contextvars.ContextVar`: a change made in one thread (or asyncio task) is not seen by
+another, so two threads tracing under different choices do not swap each other's; a new thread
+starts with the default choice.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
@@ -54,35 +58,35 @@ class Choice:
   cpu_kernel: bool = True
 
 
-_choice = Choice()
+# The choice in force in this thread (or task); swapped while a branch is lowered (_restored). The default is
+# a frozen dataclass, never mutated (changes replace it).
+_choice: contextvars.ContextVar[Choice] = contextvars.ContextVar("dmljax_platform_choice", default=Choice())  # noqa: B039
 
 
 def current() -> Choice:
   """The choice in force (pass it as a static argument of a jitted entry point)."""
-  return _choice
+  return _choice.get()
 
 
 @contextlib.contextmanager
 def choosing(**changes: Any) -> Iterator[Choice]:
   """The current choice with ``changes`` (fields of :class:`Choice`) within the block."""
-  global _choice
-  previous = _choice
-  _choice = dataclasses.replace(previous, **changes)
-  if _choice.branch not in (None, *BRANCHES):
-    _choice = previous
+  previous = _choice.get()
+  chosen = dataclasses.replace(previous, **changes)
+  if chosen.branch not in (None, *BRANCHES):
     raise ValueError(f"branch must be one of {BRANCHES} or None; got {changes['branch']!r}")
+  _choice.set(chosen)
   try:
-    yield _choice
+    yield chosen
   finally:
-    _choice = previous
+    _choice.set(previous)
 
 
 def force(which: Branch | None) -> None:
-  """From now on every :func:`branch` traces ``which`` only (``None``: choose by platform)."""
-  global _choice
+  """From now on (in this thread) every :func:`branch` traces ``which`` only (``None``: choose by platform)."""
   if which not in (None, *BRANCHES):
     raise ValueError(f"which must be one of {BRANCHES} or None; got {which!r}")
-  _choice = dataclasses.replace(_choice, branch=which)
+  _choice.set(dataclasses.replace(_choice.get(), branch=which))
 
 
 def forced(which: Branch | None) -> contextlib.AbstractContextManager[Choice]:
@@ -108,9 +112,10 @@ def branch(
     implementations["cuda"] = cuda
   if tpu is not None:
     implementations["tpu"] = tpu
-  if _choice.branch is not None:
-    return implementations.get(_choice.branch, default)(x)
-  return _deferred(x, implementations, _choice)
+  choice = _choice.get()
+  if choice.branch is not None:
+    return implementations.get(choice.branch, default)(x)
+  return _deferred(x, implementations, choice)
 
 
 def _home() -> Branch | None:
@@ -124,13 +129,12 @@ def _home() -> Branch | None:
 @contextlib.contextmanager
 def _restored(choice: Choice) -> Iterator[None]:
   """``choice`` in force within the block: a branch traced at lowering time sees the choice of its call."""
-  global _choice
-  previous = _choice
-  _choice = choice
+  previous = _choice.get()
+  _choice.set(choice)
   try:
     yield
   finally:
-    _choice = previous
+    _choice.set(previous)
 
 
 def _all_branches(x: jax.Array, implementations: dict[str, Implementation], choice: Choice) -> Any:
