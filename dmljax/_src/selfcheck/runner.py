@@ -110,13 +110,12 @@ def local_branch() -> platform.Branch:
 
 
 def _cpu_kernel() -> str:
-  """The header's line on the C++ CPU kernel. The one place to add why it is or is not available, once dmljax
-  says why."""
-  available = getattr(dmljax, "cpu_kernel_available", None)
-  if available is None:
+  """The header's line on the C++ CPU kernel: whether it runs, and why not (:func:`dmljax.cpu_kernel_status`)."""
+  status = getattr(dmljax, "cpu_kernel_status", None)
+  if status is None:
     return "not in this version"
   try:
-    return "yes" if available() else "no"
+    return str(status()).removeprefix("CPU top-k kernel: ")
   except Exception as error:  # a report, not a crash
     return f"unknown ({type(error).__name__}: {error})"
 
