@@ -85,17 +85,23 @@ def _candidates(part: jax.Array, k: int, descending: bool, last: bool, start: ja
   return values, indices.astype(wide) + start
 
 
-def _merge(values: jax.Array, indices: jax.Array, k: int, descending: bool, last: bool) -> Selected:
+def _merge(
+  values: jax.Array, indices: jax.Array, k: int, descending: bool, last: bool, placed: Any = None
+) -> Selected:
   """The ``k`` first of the parts' candidates, laid out part after part along the last axis.
 
   Within a part, equal values lie in index order, and parts in sequence order, so among equal
   values a lower position is a lower global index: the kernel's tie-break is the global one.
+  ``placed``: a sharding the selected values' bits take before they are read back as values.
   """
   _, position = local_top_k(values, k, descending, last)
   pick = functools.partial(jnp.take_along_axis, indices=position, axis=-1, mode="promise_in_bounds")
   # The values are read as their bits: where XLA partitions this gather (the chunks on automatic axes), it
   # becomes masked gathers and an all-reduce SUM, exact on integers only (-0.0 + 0.0 is +0.0, NaNs quieten).
-  return value_bits.from_bits(pick(value_bits.to_bits(values)), values.dtype), pick(indices)
+  bits = pick(value_bits.to_bits(values))
+  if placed is not None:
+    bits = lax.with_sharding_constraint(bits, placed)
+  return value_bits.from_bits(bits, values.dtype), pick(indices)
 
 
 def _per_shard_top_k(
@@ -153,7 +159,11 @@ def _chunked_top_k(
   # The candidates travel to the merge as their bits: the relayout may be a collective, which XLA:CPU runs on
   # narrow floats through float32 (quieting or rewriting NaN payloads).
   moved = value_bits.from_bits(by_sequence(value_bits.to_bits(values)), values.dtype)
-  return _merge(moved, by_sequence(indices), k, descending, last)
+  # XLA may split the merge's gather over the devices too, and then gather its result where the program's output
+  # goes: after the values are read back from their bits, as floats (XLA:CPU all-gathers bfloat16 as float32,
+  # quieting NaNs). The selected bits are gathered first, so no collective moves the values as floats.
+  placed = None if mesh is None else NamedSharding(mesh, PartitionSpec())
+  return _merge(moved, by_sequence(indices), k, descending, last, placed)
 
 
 def _partition(
