@@ -522,3 +522,23 @@ def test_sample_covers_every_type_path_column_and_strategy() -> None:
   assert wanted <= got, sorted(wanted - got)[:10]
   assert {(d.name, b) for d in DTYPES for b in BRANCHES} <= {k[1:] for k in got if k[0] == "dtype-path"}
   assert {s for s in STRATEGIES} <= {k[1] for k in got if k[0] == "strategy"}
+
+
+def test_a_program_lowered_after_its_choice_ended_keeps_it() -> None:
+  """The platform choice a call was traced with is a parameter of the rules that trace again later.
+
+  The TPU table's chunked selection on automatic axes and the partitioning rule on CPU and CUDA trace their
+  bodies when the program is lowered or compiled, which may be after the block that chose ended (or, for
+  XLA's partitioning callback, on another thread): they run under the choice of their call, not the one in
+  force then.
+  """
+  x = sample(_seed("choice-travels"), np.dtype(jnp.bfloat16), (4, 1100))
+  sharding = NamedSharding(_mesh(explicit=False), P(None, "d"))
+  want = ref_top_k(x, 5, -1, "decreasing")[0]
+  for branch in ("tpu", "cuda"):
+    with platform.choosing(branch=branch, top_k=None, interpret=True):
+      traced = jax.jit(lambda x: dml.top_k(x, 5), in_shardings=sharding).trace(x)
+    lowered = traced.lower()
+    if branch == "tpu":  # the chunks are selected by the TPU table's kernel row, not by the CPU table
+      assert "dmljax_tpu_fetch" in lowered.as_text(debug_info=True)
+    _assert_values(lowered.compile()(x)[0], want, branch)
