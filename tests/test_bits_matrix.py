@@ -173,6 +173,7 @@ _GATHER = Op(
   batch_axis=1,
 )
 
+
 def _one_hot_args(rng: np.random.Generator, dtype: np.dtype) -> tuple[np.ndarray, ...]:
   """Indices, then OffValue and OnValue as arguments of their own (0-d arrays).
 

@@ -85,9 +85,7 @@ def _candidates(part: jax.Array, k: int, descending: bool, last: bool, start: ja
   return values, indices.astype(wide) + start
 
 
-def _merge(
-  values: jax.Array, indices: jax.Array, k: int, descending: bool, last: bool, placed: Any = None
-) -> Selected:
+def _merge(values: jax.Array, indices: jax.Array, k: int, descending: bool, last: bool, placed: Any = None) -> Selected:
   """The ``k`` first of the parts' candidates, laid out part after part along the last axis.
 
   Within a part, equal values lie in index order, and parts in sequence order, so among equal

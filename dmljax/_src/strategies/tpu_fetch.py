@@ -261,7 +261,8 @@ def _for_each_slot(count: int, body: Callable[[jax.Array], None]) -> None:
     body(t)
     return t + np.int32(1)
 
-  lax.while_loop(lambda t: t < np.int32(count), step, np.int32(0))
+  start: Any = np.int32(0)
+  lax.while_loop(lambda t: t < np.int32(count), step, start)
 
 
 # The kernel as a primitive with a lowering per platform: Mosaic on TPUs, interpret mode elsewhere. (A
