@@ -514,6 +514,8 @@ def test_bits(cell: Cell) -> None:
 
 
 def test_sample_covers_every_type_path_column_and_strategy() -> None:
+  if os.environ.get("DMLJAX_MATRIX", "").startswith("slice:"):
+    pytest.skip("a slice is drawn at random: the runs of many commits cover the product together")
   wanted: set[tuple[Any, ...]] = set()
   for cell in _product():
     wanted |= _coverage(cell)
