@@ -133,11 +133,11 @@ def _fetch(x: jax.Array, columns: jax.Array, wanted: jax.Array, *, interpret: bo
     kernel,
     grid=(steps,),
     in_specs=[
-      pl.BlockSpec(index_block, lambda g: (g, 0), memory_space=pltpu.SMEM),
-      pl.BlockSpec(index_block, lambda g: (g, 0)),
+      pl.BlockSpec(index_block, lambda g: (g, np.int32(0)), memory_space=pltpu.SMEM),
+      pl.BlockSpec(index_block, lambda g: (g, np.int32(0))),
       *(pl.BlockSpec(memory_space=pltpu.HBM) for _ in matrices),
     ],
-    out_specs=pl.BlockSpec(index_block, lambda g: (g, 0)),
+    out_specs=pl.BlockSpec(index_block, lambda g: (g, np.int32(0))),
     out_shape=jax.ShapeDtypeStruct(wanted_columns.shape, np.int32),
     scratch_shapes=[
       pltpu.VMEM((block, copy_rows, LANES), x.dtype),
@@ -250,19 +250,19 @@ def _kernel(
 
 
 def _for_each_slot(count: int, body: Callable[[jax.Array], None]) -> None:
-  """``body(t)`` for the int32 ``t`` in ``[0, count)``, in order.
+  """``body(t)`` for the int32 ``t`` in ``[0, count)``, in order: a loop Mosaic compiles to a ``for``.
 
   Everything in the kernel is 32-bit, as Mosaic takes no 64-bit type: under ``jax_enable_x64`` a ``fori_loop``
   with constant bounds counts in int64 (as do Python integers and the sums of int32 values), so the loop is a
-  ``while_loop`` of an int32 counter and the sums name their type.
+  ``scan`` of an int32 counter, which Pallas reads as a fori loop, and the sums name their type.
   """
 
-  def step(t: jax.Array) -> jax.Array:
+  def step(t: jax.Array, _: None) -> tuple[jax.Array, None]:
     body(t)
-    return t + np.int32(1)
+    return t + np.int32(1), None
 
   start: Any = np.int32(0)
-  lax.while_loop(lambda t: t < np.int32(count), step, start)
+  lax.scan(step, start, None, length=count)
 
 
 # The kernel as a primitive with a lowering per platform: Mosaic on TPUs, interpret mode elsewhere. (A
