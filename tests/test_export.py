@@ -6,6 +6,7 @@ unexported call. The multi-platform module lowers top-k's CPU fast path and its
 portable path side by side (``lax.platform_dependent``) and picks one when run.
 """
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -195,12 +196,20 @@ def test_top_k_exports_with_x64(dtype: Any, platforms: tuple[str, ...]) -> None:
   def fn(x: jax.Array) -> Any:
     return dml.top_k(x, 5)
 
+  def kernels(module: str) -> list[str]:
+    """The Mosaic kernels' serialized modules in an exported module."""
+    return re.findall(r'tpu_custom_call.*?backend_config = "([^"]*)"', module, re.S)
+
+  spec = jax.ShapeDtypeStruct(x.shape, x.dtype)
   with jax.enable_x64(True):
-    exported = export.export(jax.jit(fn), platforms=platforms)(jax.ShapeDtypeStruct(x.shape, x.dtype))
-    assert "tpu_custom_call" in exported.mlir_module()
+    exported = export.export(jax.jit(fn), platforms=platforms)(spec)
     restored = export.deserialize(exported.serialize())
-    if "cpu" not in platforms:
-      return
+  # The kernel is the one exported with x64 off: no value in it became 64-bit.
+  assert kernels(exported.mlir_module())
+  assert kernels(exported.mlir_module()) == kernels(export.export(jax.jit(fn), platforms=platforms)(spec).mlir_module())
+  if "cpu" not in platforms:
+    return
+  with jax.enable_x64(True):
     got, want = restored.call(x), jax.jit(fn)(x)
   for g, w in zip(got, want, strict=True):
     assert g.dtype == w.dtype
