@@ -15,7 +15,10 @@ the reference refuses (bool where an order is needed), a type XLA cannot hold (f
 with x64 off must raise a DescriptorError, on every path alike.
 
 The product is sampled with a fixed seed (every type on every path, every column of every operator,
-every strategy, both x64 settings of every operator); ``DMLJAX_MATRIX=full`` runs all of it.
+every strategy, both x64 settings of every operator, every operator's export with x64 off and on);
+``DMLJAX_MATRIX=full`` runs all of it, and ``DMLJAX_MATRIX=slice:<seed>`` a slice of
+:data:`SLICE_CELLS` cells drawn by ``<seed>`` (any text: CI passes the commit's hash, so every run
+covers other cells of the product).
 Cells failing for reasons another change is fixing are listed in :data:`KNOWN_INTEGRATOR_DEFECTS` only.
 """
 
@@ -170,14 +173,27 @@ _GATHER = Op(
   batch_axis=1,
 )
 
+
+def _one_hot_args(rng: np.random.Generator, dtype: np.dtype) -> tuple[np.ndarray, ...]:
+  """Indices, then OffValue and OnValue as arguments of their own (0-d arrays).
+
+  Not one array sliced in the call: XLA:CPU slices bfloat16 and most 8-bit floats through a wider float
+  wherever the slice fuses with what reads it (float normalization), which rewrites NaN payloads in the
+  caller's own code, before dmljax sees the values.
+  """
+  indices = rng.integers(-20, 20, (8,)).astype(np.int32)
+  off, on = sample(rng, dtype, (2,), ties=False)
+  return indices, np.asarray(off), np.asarray(on)
+
+
 _ONE_HOT = Op(
   id="one_hot",
-  make=lambda rng, dtype: (rng.integers(-20, 20, (8,)).astype(np.int32), sample(rng, dtype, (2,), ties=False)),
-  call=lambda i, v: dml.one_hot(i, 16, on_value=v[1], off_value=v[0]),
-  expect=lambda i, v: (ref_one_hot(i[:, None], v, 16, 1), None),
-  tangent=lambda i, v, t: ref_one_hot(i[:, None], t, 16, 1),
+  make=_one_hot_args,
+  call=lambda i, off, on: dml.one_hot(i, 16, on_value=on, off_value=off),
+  expect=lambda i, off, on: (ref_one_hot(i[:, None], np.stack([off, on]), 16, 1), None),
+  tangent=lambda i, off, on, t: ref_one_hot(i[:, None], np.stack([np.zeros_like(t), t]), 16, 1),
   ordered=False,
-  diff_arg=1,
+  diff_arg=2,
 )
 
 OPS: tuple[Op, ...] = (
@@ -304,19 +320,7 @@ KNOWN_INTEGRATOR_DEFECTS: frozenset[Defect] = frozenset()
 
 # Found by this matrix, not fixed yet, and in no one else's change: listed so the suite stays green while
 # they are, and failing it (strict xfail) once fixed.
-KNOWN_OPEN_DEFECTS: frozenset[Defect] = frozenset(
-  {
-    Defect(
-      "the TPU table's short-row sort that carries the values (sorted_with_values), with the sequence axis split "
-      "on automatic axes, returns 8-bit float NaNs with another payload (e4m3 0x7B -> 0x7C); unsharded, and with "
-      "sorted_keys, the bits are kept",
-      ops=frozenset({"top_k_decreasing_40_k5"}),
-      dtypes=frozenset({"float8_e4m3"}),
-      paths=frozenset({"tpu"}),
-      columns=frozenset({"auto_op"}),
-    ),
-  }
-)
+KNOWN_OPEN_DEFECTS: frozenset[Defect] = frozenset()
 
 
 # Running one cell --------------------------------------------------------------------------------------------
@@ -422,13 +426,28 @@ def _coverage(cell: Cell) -> set[tuple[Any, ...]]:
     covered.add(("strategy", cell.path, _is_float(cell.dtype)))
   if cell.dtype in WIDE:
     covered.add(("wide-x64", cell.dtype.name, cell.x64))
+  if cell.column == "export":  # every platform's branch lowered, the TPU kernel's Mosaic one included
+    covered.add(("export-x64", cell.op.id, cell.x64))
   return covered
+
+
+SLICE_CELLS = 1000
+
+
+def _slice(cells: list[Cell], seed: str) -> list[Cell]:
+  """``SLICE_CELLS`` cells of the product drawn by ``seed`` (any text: CI passes the commit's hash), in order."""
+  rng = np.random.default_rng(zlib.crc32(seed.encode()))
+  chosen = rng.choice(len(cells), size=min(SLICE_CELLS, len(cells)), replace=False)
+  return [cells[int(n)] for n in sorted(chosen)]
 
 
 def _cells() -> list[Cell]:
   cells = list(_product())
-  if os.environ.get("DMLJAX_MATRIX") == "full":
+  profile = os.environ.get("DMLJAX_MATRIX", "")
+  if profile == "full":
     return cells
+  if profile.startswith("slice:"):
+    return _slice(cells, profile.removeprefix("slice:"))
   rng = np.random.default_rng(20261125)
   order = rng.permutation(len(cells))
   chosen: list[Cell] = []
@@ -474,6 +493,8 @@ def test_bits(cell: Cell) -> None:
 
 
 def test_sample_covers_every_type_path_column_and_strategy() -> None:
+  if os.environ.get("DMLJAX_MATRIX", "").startswith("slice:"):
+    pytest.skip("a slice is drawn at random: the runs of many commits cover the product together")
   wanted: set[tuple[Any, ...]] = set()
   for cell in _product():
     wanted |= _coverage(cell)
@@ -483,3 +504,23 @@ def test_sample_covers_every_type_path_column_and_strategy() -> None:
   assert wanted <= got, sorted(wanted - got)[:10]
   assert {(d.name, b) for d in DTYPES for b in BRANCHES} <= {k[1:] for k in got if k[0] == "dtype-path"}
   assert {s for s in STRATEGIES} <= {k[1] for k in got if k[0] == "strategy"}
+
+
+def test_a_program_lowered_after_its_choice_ended_keeps_it() -> None:
+  """The platform choice a call was traced with is a parameter of the rules that trace again later.
+
+  The TPU table's chunked selection on automatic axes and the partitioning rule on CPU and CUDA trace their
+  bodies when the program is lowered or compiled, which may be after the block that chose ended (or, for
+  XLA's partitioning callback, on another thread): they run under the choice of their call, not the one in
+  force then.
+  """
+  x = sample(_seed("choice-travels"), np.dtype(jnp.bfloat16), (4, 1100))
+  sharding = NamedSharding(_mesh(explicit=False), P(None, "d"))
+  want = ref_top_k(x, 5, -1, "decreasing")[0]
+  for branch in ("tpu", "cuda"):
+    with platform.choosing(branch=branch, top_k=None, interpret=True):
+      traced = jax.jit(lambda x: dml.top_k(x, 5), in_shardings=sharding).trace(x)
+    lowered = traced.lower()
+    if branch == "tpu":  # the chunks are selected by the TPU table's kernel row, not by the CPU table
+      assert "dmljax_tpu_fetch" in lowered.as_text(debug_info=True)
+    _assert_values(lowered.compile()(x)[0], want, branch)

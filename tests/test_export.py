@@ -6,6 +6,7 @@ unexported call. The multi-platform module lowers top-k's CPU fast path and its
 portable path side by side (``lax.platform_dependent``) and picks one when run.
 """
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -176,3 +177,40 @@ def test_program_sharded_over_automatic_axes_exports_where_top_k_selects_in_chun
     got = restored.call(jax.device_put(x, sharding))
   for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(fn(x)), strict=True):
     np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+@pytest.mark.parametrize("platforms", [PLATFORMS, ("tpu",)], ids="+".join)
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.float16], ids=lambda d: np.dtype(d).name)
+def test_top_k_exports_with_x64(dtype: Any, platforms: tuple[str, ...]) -> None:
+  """With ``jax_enable_x64`` on, the TPU branch's DMA kernel (a Mosaic kernel: 32-bit types only) exports.
+
+  Rows of 1100 take the TPU table's ``tpu_kernel`` row, whose float values with merged keys (NaN payloads, the
+  zeros' signs) the kernel reads; exported for CPU too, the program runs here with the unexported call's bits.
+  """
+  x = _values((4, 1100), dtype)
+  bits = x.view(f"u{x.dtype.itemsize}")
+  nan = np.frombuffer(np.array([np.nan], np.float32).astype(dtype).tobytes(), bits.dtype)[0]
+  bits[:, ::97] = nan | np.arange(bits[:, ::97].size, dtype=bits.dtype).reshape(4, -1) % 3  # NaN payloads
+  bits[1, 5] = 1 << (8 * x.dtype.itemsize - 1)  # -0.0
+
+  def fn(x: jax.Array) -> Any:
+    return dml.top_k(x, 5)
+
+  def kernels(module: str) -> list[str]:
+    """The Mosaic kernels' serialized modules in an exported module."""
+    return re.findall(r'tpu_custom_call.*?backend_config = "([^"]*)"', module, re.S)
+
+  spec = jax.ShapeDtypeStruct(x.shape, x.dtype)
+  with jax.enable_x64(True):
+    exported = export.export(jax.jit(fn), platforms=platforms)(spec)
+    restored = export.deserialize(exported.serialize())
+  # The kernel is the one exported with x64 off: no value in it became 64-bit.
+  assert kernels(exported.mlir_module())
+  assert kernels(exported.mlir_module()) == kernels(export.export(jax.jit(fn), platforms=platforms)(spec).mlir_module())
+  if "cpu" not in platforms:
+    return
+  with jax.enable_x64(True):
+    got, want = restored.call(x), jax.jit(fn)(x)
+  for g, w in zip(got, want, strict=True):
+    assert g.dtype == w.dtype
+    np.testing.assert_array_equal(np.asarray(g).view(np.uint8), np.asarray(w).view(np.uint8))

@@ -85,17 +85,21 @@ def _candidates(part: jax.Array, k: int, descending: bool, last: bool, start: ja
   return values, indices.astype(wide) + start
 
 
-def _merge(values: jax.Array, indices: jax.Array, k: int, descending: bool, last: bool) -> Selected:
+def _merge(values: jax.Array, indices: jax.Array, k: int, descending: bool, last: bool, placed: Any = None) -> Selected:
   """The ``k`` first of the parts' candidates, laid out part after part along the last axis.
 
   Within a part, equal values lie in index order, and parts in sequence order, so among equal
   values a lower position is a lower global index: the kernel's tie-break is the global one.
+  ``placed``: a sharding the selected values' bits take before they are read back as values.
   """
   _, position = local_top_k(values, k, descending, last)
   pick = functools.partial(jnp.take_along_axis, indices=position, axis=-1, mode="promise_in_bounds")
   # The values are read as their bits: where XLA partitions this gather (the chunks on automatic axes), it
   # becomes masked gathers and an all-reduce SUM, exact on integers only (-0.0 + 0.0 is +0.0, NaNs quieten).
-  return value_bits.from_bits(pick(value_bits.to_bits(values)), values.dtype), pick(indices)
+  bits = pick(value_bits.to_bits(values))
+  if placed is not None:
+    bits = lax.with_sharding_constraint(bits, placed)
+  return value_bits.from_bits(bits, values.dtype), pick(indices)
 
 
 def _per_shard_top_k(
@@ -153,15 +157,28 @@ def _chunked_top_k(
   # The candidates travel to the merge as their bits: the relayout may be a collective, which XLA:CPU runs on
   # narrow floats through float32 (quieting or rewriting NaN payloads).
   moved = value_bits.from_bits(by_sequence(value_bits.to_bits(values)), values.dtype)
-  return _merge(moved, by_sequence(indices), k, descending, last)
+  # XLA may split the merge's gather over the devices too, and then gather its result where the program's output
+  # goes: after the values are read back from their bits, as floats (XLA:CPU all-gathers bfloat16 as float32,
+  # quieting NaNs). The selected bits are gathered first, so no collective moves the values as floats.
+  placed = None if mesh is None else NamedSharding(mesh, PartitionSpec())
+  return _merge(moved, by_sequence(indices), k, descending, last, placed)
 
 
 def _partition(
-  k: int, descending: bool, last: bool, x64: bool, mesh: Any, arg_shapes: Any, result_shape: Any
+  k: int,
+  descending: bool,
+  last: bool,
+  x64: bool,
+  choice: platform.Choice,
+  mesh: Any,
+  arg_shapes: Any,
+  result_shape: Any,
 ) -> tuple[Any, Callable[..., Any], tuple[NamedSharding, NamedSharding], tuple[NamedSharding]]:
   """custom_partitioning's rule: keep batch shardings, split the sequence axis as local top-k + merge.
 
-  ``x64``: the setting the call was traced with, which the body is traced with again (:func:`shardings.with_x64`).
+  ``x64`` and ``choice``: the setting and the platform choice the call was traced with, which the body is traced
+  with again (:func:`shardings.with_x64`, :func:`shardings.with_choice`): XLA calls this rule when it compiles,
+  maybe on another thread.
   """
   del result_shape
   (operand,) = arg_shapes
@@ -170,10 +187,11 @@ def _partition(
   shard_count = math.prod(mesh.shape[n] for n in names)
   out_sharding = NamedSharding(mesh, PartitionSpec(*spec[:-1], None))
   if shard_count == 1 or operand.shape[-1] % shard_count:
+    select = functools.partial(local_top_k, k=k, descending=descending, last=last)
     in_sharding = NamedSharding(mesh, PartitionSpec(*spec[:-1], None))
     return (
       mesh,
-      shardings.with_x64(x64, functools.partial(local_top_k, k=k, descending=descending, last=last)),
+      shardings.with_x64(x64, shardings.with_choice(choice, select)),
       (out_sharding, out_sharding),
       (in_sharding,),
     )
@@ -182,15 +200,17 @@ def _partition(
   )
   return (
     mesh,
-    shardings.with_x64(x64, lower),
+    shardings.with_x64(x64, shardings.with_choice(choice, lower)),
     (out_sharding, out_sharding),
     (NamedSharding(mesh, PartitionSpec(*spec)),),
   )
 
 
-@functools.partial(custom_partitioning, static_argnums=(1, 2, 3, 4))
-def _partitioned_top_k(sequences: jax.Array, k: int, descending: bool, last: bool, x64: bool) -> Selected:
-  del x64  # read by the partitioning rule
+@functools.partial(custom_partitioning, static_argnums=(1, 2, 3, 4, 5))
+def _partitioned_top_k(
+  sequences: jax.Array, k: int, descending: bool, last: bool, x64: bool, choice: platform.Choice
+) -> Selected:
+  del x64, choice  # read by the partitioning rule
   return local_top_k(sequences, k, descending, last)
 
 
@@ -204,19 +224,26 @@ _top_k_by_chunks_p.multiple_results = True
 
 
 @_top_k_by_chunks_p.def_impl
-def _top_k_by_chunks_impl(sequences: jax.Array, *, k: int, descending: bool, last: bool) -> Selected:
-  return local_top_k(sequences, k, descending, last)
+def _top_k_by_chunks_impl(
+  sequences: jax.Array, *, k: int, descending: bool, last: bool, choice: platform.Choice
+) -> Selected:
+  return shardings.with_choice(choice, local_top_k)(sequences, k, descending, last)
 
 
 @_top_k_by_chunks_p.def_abstract_eval
-def _top_k_by_chunks_abstract_eval(aval: Any, *, k: int, descending: bool, last: bool) -> list[Any]:
+def _top_k_by_chunks_abstract_eval(
+  aval: Any, *, k: int, descending: bool, last: bool, choice: platform.Choice
+) -> list[Any]:
+  del choice  # the outputs' types are the same under every choice
   outputs = jax.eval_shape(
     functools.partial(local_top_k, k=k, descending=descending, last=last), jax.ShapeDtypeStruct(aval.shape, aval.dtype)
   )
   return [aval.update(shape=o.shape, dtype=o.dtype, weak_type=False) for o in outputs]
 
 
-def _top_k_by_chunks_lowering(ctx: Any, sequences: Any, *, k: int, descending: bool, last: bool) -> Any:
+def _top_k_by_chunks_lowering(
+  ctx: Any, sequences: Any, *, k: int, descending: bool, last: bool, choice: platform.Choice
+) -> Any:
   # Every axis split over mesh devices is split in a number of parts that divides both the axis length and
   # the device count, so in this many chunks no chunk straddles two devices.
   chunks = math.gcd(ctx.avals_in[0].shape[-1], shardings.program_devices(ctx))
@@ -226,7 +253,8 @@ def _top_k_by_chunks_lowering(ctx: Any, sequences: Any, *, k: int, descending: b
     select = functools.partial(
       _chunked_top_k, k=k, descending=descending, last=last, chunks=chunks, mesh=_chunk_mesh(ctx, chunks)
     )
-  return mlir.lower_fun(select, multiple_results=True)(ctx, sequences)
+  # Lowered under the choice the call was traced with (a program may be lowered after the call's block ended).
+  return mlir.lower_fun(shardings.with_choice(choice, select), multiple_results=True)(ctx, sequences)
 
 
 def _chunk_mesh(ctx: Any, chunks: int) -> jax.sharding.AbstractMesh:
@@ -252,10 +280,10 @@ def _automatic(sequences: jax.Array, k: int, descending: bool, last: bool) -> Se
   """
 
   def by_rule(x: jax.Array) -> Selected:
-    return _partitioned_top_k(x, k, descending, last, dtypes.x64_enabled())
+    return _partitioned_top_k(x, k, descending, last, dtypes.x64_enabled(), platform.current())
 
   def by_chunks(x: jax.Array) -> Selected:
-    values, indices = _top_k_by_chunks_p.bind(x, k=k, descending=descending, last=last)
+    values, indices = _top_k_by_chunks_p.bind(x, k=k, descending=descending, last=last, choice=platform.current())
     return values, indices
 
   # ROCm and any other platform take the chunks too: they need no partitioning rule.

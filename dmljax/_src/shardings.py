@@ -7,11 +7,14 @@ helpers report nothing, leaving the work to XLA's partitioner.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import jax
 from jax.sharding import AxisType
+
+from dmljax._src import platform
 
 AxisNames = tuple[str, ...]
 
@@ -63,6 +66,22 @@ def with_x64(enabled: bool, fn: Callable[..., Any]) -> Callable[..., Any]:
 
   def run(*args: Any, **kwargs: Any) -> Any:
     with jax.enable_x64(enabled):
+      return fn(*args, **kwargs)
+
+  return run
+
+
+def with_choice(choice: platform.Choice, fn: Callable[..., Any]) -> Callable[..., Any]:
+  """``fn`` run under the platform choice ``choice`` (:mod:`platform`).
+
+  A lowering or partitioning rule may run after the call that traced it returned, or on another thread
+  (a custom_partitioning rule runs when XLA compiles): the choice the call was traced with goes with it as a
+  parameter, and the rule's body runs under it, as under :func:`with_x64`.
+  """
+  fields = {field.name: getattr(choice, field.name) for field in dataclasses.fields(choice)}
+
+  def run(*args: Any, **kwargs: Any) -> Any:
+    with platform.choosing(**fields):
       return fn(*args, **kwargs)
 
   return run

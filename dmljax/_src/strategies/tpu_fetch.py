@@ -31,6 +31,7 @@ Mosaic takes no float16 operand: :func:`operand` gives float16 matrices as their
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -132,11 +133,11 @@ def _fetch(x: jax.Array, columns: jax.Array, wanted: jax.Array, *, interpret: bo
     kernel,
     grid=(steps,),
     in_specs=[
-      pl.BlockSpec(index_block, lambda g: (g, 0), memory_space=pltpu.SMEM),
-      pl.BlockSpec(index_block, lambda g: (g, 0)),
+      pl.BlockSpec(index_block, lambda g: (g, np.int32(0)), memory_space=pltpu.SMEM),
+      pl.BlockSpec(index_block, lambda g: (g, np.int32(0))),
       *(pl.BlockSpec(memory_space=pltpu.HBM) for _ in matrices),
     ],
-    out_specs=pl.BlockSpec(index_block, lambda g: (g, 0)),
+    out_specs=pl.BlockSpec(index_block, lambda g: (g, np.int32(0))),
     out_shape=jax.ShapeDtypeStruct(wanted_columns.shape, np.int32),
     scratch_shapes=[
       pltpu.VMEM((block, copy_rows, LANES), x.dtype),
@@ -176,7 +177,7 @@ def _kernel(
   rows, n = shape
   column_tail = tails.pop(0) if full_columns < n else None
   row_tail = tails.pop(0) if full_rows < rows else None
-  first = pl.program_id(0) * block
+  first = lax.convert_element_type(pl.program_id(0), np.int32) * np.int32(block)
   sixteen_bit = copies.dtype.itemsize == 2
 
   def column_of(t: jax.Array) -> jax.Array:
@@ -189,8 +190,7 @@ def _kernel(
     window = source.at[pl.ds(row, copy_rows), pl.ds(column, LANES)]
     return pltpu.make_async_copy(window, copies.at[t], semaphore)
 
-  def start(t: jax.Array, carry: Any) -> Any:
-    t = lax.convert_element_type(t, np.int32)  # int64 under x64 where the loop's bounds are constants
+  def start(t: jax.Array) -> None:
     column = column_of(t)
 
     @pl.when(column >= 0)
@@ -226,11 +226,7 @@ def _kernel(
         def _() -> None:
           copy(x_hbm, tile_row, tile_column, t).start()
 
-    return carry
-
-  def wait(t: jax.Array, carry: Any) -> Any:
-    t = lax.convert_element_type(t, np.int32)
-
+  def wait(t: jax.Array) -> None:
     @pl.when(column_of(t) >= 0)
     def _() -> None:
       copy(column_tail if full_columns == 0 else x_hbm, 0, 0, t).wait()  # every copy moves as much
@@ -238,12 +234,11 @@ def _kernel(
         row_bits = lax.bitcast_convert_type(copies[t], np.int16).astype(np.int32) & np.int32(0xFFFF)
         sublane = lax.broadcasted_iota(np.int32, row_bits.shape, 0)
         wanted = sublane == lax.rem(row_of(t), np.int32(copy_rows))
-        picked_rows[pl.ds(t, 1), :] = jnp.sum(jnp.where(wanted, row_bits, 0), axis=0, keepdims=True)
+        picked = jnp.where(wanted, row_bits, np.int32(0))
+        picked_rows[pl.ds(t, 1), :] = jnp.sum(picked, axis=0, keepdims=True, dtype=np.int32)
 
-    return carry
-
-  lax.fori_loop(0, block, start, 0)
-  lax.fori_loop(0, block, wait, 0)
+  _for_each_slot(block, start)
+  _for_each_slot(block, wait)
   lane = lax.broadcasted_iota(np.int32, (LANES, LANES), 0)
   for c in range(block // LANES):
     if sixteen_bit:
@@ -251,7 +246,23 @@ def _kernel(
     else:
       bits = lax.bitcast_convert_type(copies[c * LANES : (c + 1) * LANES, 0, :], np.int32)
     wanted = lane == (columns_vmem[c : c + 1, :] & np.int32(LANES - 1))
-    out_ref[c : c + 1, :] = jnp.sum(jnp.where(wanted, bits.T, 0), axis=0, keepdims=True)
+    out_ref[c : c + 1, :] = jnp.sum(jnp.where(wanted, bits.T, np.int32(0)), axis=0, keepdims=True, dtype=np.int32)
+
+
+def _for_each_slot(count: int, body: Callable[[jax.Array], None]) -> None:
+  """``body(t)`` for the int32 ``t`` in ``[0, count)``, in order: a loop Mosaic compiles to a ``for``.
+
+  Everything in the kernel is 32-bit, as Mosaic takes no 64-bit type: under ``jax_enable_x64`` a ``fori_loop``
+  with constant bounds counts in int64 (as do Python integers and the sums of int32 values), so the loop is a
+  ``scan`` of an int32 counter, which Pallas reads as a fori loop, and the sums name their type.
+  """
+
+  def step(t: jax.Array, _: None) -> tuple[jax.Array, None]:
+    body(t)
+    return t + np.int32(1), None
+
+  start: Any = np.int32(0)
+  lax.scan(step, start, None, length=count)
 
 
 # The kernel as a primitive with a lowering per platform: Mosaic on TPUs, interpret mode elsewhere. (A
