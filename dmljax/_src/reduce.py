@@ -408,14 +408,17 @@ def _tree(
   a small fraction of it (at most a quarter); an integer reduction of a long axis is a reduce-window tree in
   XLA:CPU instead, which neither vectorises nor fuses its operand. The last few (at most 16) elements of a
   trailing axis are reduced as a reduction. Other platforms, reduced axes apart, and an explicit sharding of
-  a reduced axis take XLA's reduction of ``key(x)``.
+  a reduced axis take XLA's reduction of ``key(x)``; so does a program of several devices (unless a test forces
+  the CPU branch): automatic axes are known only when XLA partitions the program, and halves of a split axis lie
+  on different devices, where the halving would move the input (XLA's reduction moves partial results only).
   """
 
   def plain(x: jax.Array) -> jax.Array:
     return reduce(key(x), axes, keepdims=True)
 
   overlap = combine in (jnp.maximum, jnp.minimum)
-  if not axes or axes != tuple(range(axes[0], axes[-1] + 1)) or shardings.splits_explicitly(x, axes):
+  several = jax.device_count() > 1 and platform.current().branch is None
+  if not axes or axes != tuple(range(axes[0], axes[-1] + 1)) or shardings.splits_explicitly(x, axes) or several:
     return plain(x)
   first, last = axes[0], axes[-1]
 
