@@ -52,11 +52,11 @@ def hot_positions(v: jax.Array, size: int, axis: int) -> jax.Array:
   """ONE_HOT's index policy as a mask: ``v`` in ``[0, size)`` sets position ``v`` along the new ``axis`` of ``size``,
   ``v`` in ``[-size, -1]`` sets ``v + size``, anything else no position.
 
-  A signed ``v`` is first made a position on the index array itself (``v + size`` where ``v < 0``, in the
-  position type, where it cannot overflow: ``v + size < size``), so the output pays one comparison per element;
-  a ``v`` below ``-size`` stays negative and one at or above ``size`` stays there, matching no position. An
-  unsigned ``v`` is compared in its own type, never offset (a huge value must not wrap around onto a
-  position).
+  Two comparisons per output element, with no per-index select, so XLA fuses the whole mask into the
+  output's one pass (a per-index normalisation would be its own kernel). The comparisons are exact in
+  the position type: a signed ``v`` widened to it (``v + size`` may wrap only for ``v`` far above ``size``,
+  and then lands below 0, where no position is); an unsigned ``v`` is compared in its own type, never
+  offset (a huge value must not wrap around onto a position).
   """
   dtype = np.dtype(v.dtype)
   shape = (*v.shape[:axis], size, *v.shape[axis + 1 :])
@@ -66,5 +66,5 @@ def hot_positions(v: jax.Array, size: int, axis: int) -> jax.Array:
     return lax.broadcasted_iota(v.dtype, shape, axis) == v
   work = position_dtype(dtype, size)
   wide = v.astype(work)
-  position = jnp.where(wide < 0, wide + np.array(size, work), wide)
-  return lax.broadcasted_iota(work, shape, axis) == position
+  iota = lax.broadcasted_iota(work, shape, axis)
+  return (iota == wide) | (iota == wide + np.array(size, work))
