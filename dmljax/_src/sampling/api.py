@@ -186,7 +186,8 @@ def _sample(
   max_k: int | None,
 ) -> jax.Array:
   batch = logits.shape[:-1]
-  words = jnp.broadcast_to(noise.key_words(key), (*batch, noise.key_words(key).shape[0]))
+  key_data = noise.key_words(key)
+  words = jnp.broadcast_to(key_data, (*batch, key_data.shape[0]))
   rows = jnp.arange(math.prod(batch), dtype=jnp.uint32).reshape(batch)
   probability = None if p is None else params.probability(p)
   ratio = None if min_p is None else params.ratio(min_p)
