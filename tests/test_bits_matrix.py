@@ -186,12 +186,21 @@ def _one_hot_args(rng: np.random.Generator, dtype: np.dtype) -> tuple[np.ndarray
   return indices, np.asarray(off), np.asarray(on)
 
 
+def _zero_tangent(t: np.ndarray) -> np.ndarray:
+  """OffValue's tangent: the number 0 converted to ``t``'s type, as JAX's zero tangents are.
+
+  Not ``np.zeros_like``, which writes zero bits: float8_e8m0fnu has no zero, and its zero bits are 2**-127,
+  where converting 0 gives its NaN (what JAX's own ``jnp.where`` differentiates to for that type).
+  """
+  return np.zeros(t.shape, np.float32).astype(t.dtype)
+
+
 _ONE_HOT = Op(
   id="one_hot",
   make=_one_hot_args,
   call=lambda i, off, on: dml.one_hot(i, 16, on_value=on, off_value=off),
   expect=lambda i, off, on: (ref_one_hot(i[:, None], np.stack([off, on]), 16, 1), None),
-  tangent=lambda i, off, on, t: ref_one_hot(i[:, None], np.stack([np.zeros_like(t), t]), 16, 1),
+  tangent=lambda i, off, on, t: ref_one_hot(i[:, None], np.stack([_zero_tangent(t), t]), 16, 1),
   ordered=False,
   diff_arg=2,
 )
