@@ -93,21 +93,62 @@ def last_index(rows: jax.Array, key_of: KeyOf, t: jax.Array, reaches: Reaches) -
   return lax.cond(ties, among_ties, no_ties)
 
 
+STEPS = 4  # distinct keys a guided threshold may be off by and still be corrected locally (:func:`cut`)
+
+
+def _neighbours(key: jax.Array, t: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Per row: the largest key below ``t`` (0 if none) and the smallest above it (all ones if none), in one pass."""
+  low, high = np.array(0, key.dtype), np.array(np.iinfo(key.dtype).max, key.dtype)
+  below, above = lax.reduce(
+    (jnp.where(key < t, key, low), jnp.where(key > t, key, high)),
+    (low, high),
+    lambda a, b: (jnp.maximum(a[0], b[0]), jnp.minimum(a[1], b[1])),
+    (key.ndim - 1,),
+  )
+  return below[..., None], above[..., None]
+
+
+def _corrected(rows: jax.Array, key_of: KeyOf, reaches: Reaches, guess: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """``guess`` moved, a distinct key per step and at most :data:`STEPS` steps, to the threshold ``reaches`` itself
+  finds; with per row whether it got there. The threshold ``t`` is the one key for which the entries ``key >= t``
+  reach and those ``key > t`` do not: a row where the first do not reach steps down to the next key below, a row
+  where the second reach steps up to the next key above (two exact passes and one integer pass a step)."""
+
+  def check(t: jax.Array, step: jax.Array) -> tuple[jax.Array, jax.Array]:
+    fresh = _fresh(rows, step)
+    key = key_of(fresh)
+    return reaches(fresh, key >= t), reaches(fresh, key > t)
+
+  def wrong(state: tuple[jax.Array, ...]) -> jax.Array:  # some row not at its threshold, steps left
+    step, _, low_reaches, high_reaches = state
+    return (step < STEPS) & ~jnp.all(low_reaches & ~high_reaches)
+
+  def move(state: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+    step, t, low_reaches, high_reaches = state
+    below, above = _neighbours(key_of(_fresh(rows, step)), t)
+    t = jnp.where(~low_reaches[..., None], below, jnp.where(high_reaches[..., None], above, t))
+    return (step + 1, t, *check(t, step))
+
+  state: tuple[jax.Array, ...] = (jnp.int32(0), guess, *check(guess, jnp.int32(-1)))
+  _, t, low_reaches, high_reaches = lax.while_loop(wrong, move, state)
+  return t, low_reaches & ~high_reaches
+
+
 def cut(rows: jax.Array, key_of: KeyOf, reaches: Reaches, guide: Reaches | None = None) -> tuple[jax.Array, jax.Array]:
   """The shortest prefix (descending key order, ties by ascending index) that reaches, as its cut ``(t, j)``.
 
   The prefix is every entry with ``key > t`` and those with ``key == t`` and index ``<= j`` (both ``(..., 1)``).
   The whole row must reach. With a ``guide`` (a cheaper, approximate ``reaches``: float sums where ``reaches``
   sums exact units), the threshold is bisected with the guide, then checked with ``reaches`` in two passes (the
-  entries ``key >= t`` reach, those ``key > t`` do not); only if that check fails for some row is the threshold
-  bisected again with ``reaches``. Either way the answer is ``reaches``' own.
+  entries ``key >= t`` reach, those ``key > t`` do not); a row where the check fails (the float sums' rounding
+  put the guess a key or two off) is moved a key at a time to the right one (:func:`_corrected`), and only if
+  some row is still not right after :data:`STEPS` keys is the threshold bisected again with ``reaches``. Either
+  way the answer is ``reaches``' own.
   """
   if guide is None:
     t = threshold(rows, key_of, reaches)
   else:
-    guess = threshold(rows, key_of, guide)
-    key = key_of(rows)
-    right = reaches(rows, key >= guess) & ~reaches(rows, key > guess)
+    guess, right = _corrected(rows, key_of, reaches, threshold(rows, key_of, guide))
     t = lax.cond(jnp.all(right), lambda: guess, lambda: threshold(rows, key_of, reaches))
   return t, last_index(rows, key_of, t, reaches)
 
