@@ -109,27 +109,29 @@ def _neighbours(key: jax.Array, t: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def _corrected(rows: jax.Array, key_of: KeyOf, reaches: Reaches, guess: jax.Array) -> tuple[jax.Array, jax.Array]:
-  """``guess`` moved, a distinct key per step and at most :data:`STEPS` steps, to the threshold ``reaches`` itself
-  finds; with per row whether it got there. The threshold ``t`` is the one key for which the entries ``key >= t``
-  reach and those ``key > t`` do not: a row where the first do not reach steps down to the next key below, a row
-  where the second reach steps up to the next key above (two exact passes and one integer pass a step)."""
+  """``guess`` checked, then moved, a distinct key per step and at most :data:`STEPS` steps, to the threshold
+  ``reaches`` itself finds; with per row whether it got there. The threshold ``t`` is the one key for which the
+  entries ``key >= t`` reach and those ``key > t`` do not: a row where the first do not reach steps down to the
+  next key below, a row where the second reach steps up to the next key above. Each step is two exact passes and
+  one integer pass; the first only checks ``guess`` (one loop body: each pass is compiled once)."""
 
-  def check(t: jax.Array, step: jax.Array) -> tuple[jax.Array, jax.Array]:
-    fresh = _fresh(rows, step)
-    key = key_of(fresh)
-    return reaches(fresh, key >= t), reaches(fresh, key > t)
-
-  def wrong(state: tuple[jax.Array, ...]) -> jax.Array:  # some row not at its threshold, steps left
+  def wrong(state: tuple[jax.Array, ...]) -> jax.Array:  # not yet checked, or some row off with steps left
     step, _, low_reaches, high_reaches = state
-    return (step < STEPS) & ~jnp.all(low_reaches & ~high_reaches)
+    return (step == 0) | ((step <= STEPS) & ~jnp.all(low_reaches & ~high_reaches))
 
   def move(state: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
     step, t, low_reaches, high_reaches = state
-    below, above = _neighbours(key_of(_fresh(rows, step)), t)
-    t = jnp.where(~low_reaches[..., None], below, jnp.where(high_reaches[..., None], above, t))
-    return (step + 1, t, *check(t, step))
+    fresh = _fresh(rows, step)
+    key = key_of(fresh)
+    below, above = _neighbours(key, t)
+    off_low, off_high = (step > 0) & ~low_reaches, (step > 0) & high_reaches
+    t = jnp.where(off_low[..., None], below, jnp.where(off_high[..., None], above, t))
+    fresh = _fresh(rows, step)
+    key = key_of(fresh)
+    return step + 1, t, reaches(fresh, key >= t), reaches(fresh, key > t)
 
-  state: tuple[jax.Array, ...] = (jnp.int32(0), guess, *check(guess, jnp.int32(-1)))
+  unknown = jnp.zeros(guess.shape[:-1], jnp.bool_)
+  state: tuple[jax.Array, ...] = (jnp.int32(0), guess, unknown, unknown)
   _, t, low_reaches, high_reaches = lax.while_loop(wrong, move, state)
   return t, low_reaches & ~high_reaches
 
