@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import sampling_reference as ref
+from _helpers import assert_bitwise_equal
 
 import dmljax as dml
 
@@ -147,3 +148,24 @@ def test_the_benchmark_rows_nucleus() -> None:
   kept = _kept(logits, p)
   _check(logits, p, kept)
   assert kept.min() > 64
+
+
+@pytest.mark.parametrize("ties", [2, 3, 6])
+def test_a_cut_among_equal_entries_takes_the_lower_indices_first(ties: int) -> None:
+  """The cut lands among ``ties`` equal logits (scattered over the row): the prefix takes them lowest index first,
+  as many as the nucleus needs. Two ties are settled by one check of the lower-index one; three or more by the
+  index bisection. p is placed at every step inside the run (one row each, batched: the search runs once)."""
+  length = 2000
+  base = (_RNG.standard_normal(length) * 0.5).astype(np.float32)
+  at = _RNG.choice(length, ties, replace=False)
+  ordered = np.sort(base)
+  base[at] = (ordered[length - 500] + ordered[length - 501]) / 2  # about the 500th largest, equal to no other
+  assert np.sum(base == base[at[0]]) == ties
+  cumulative = np.cumsum(ref.probabilities(base)[ref.order(base)])
+  first = int(np.nonzero(np.isin(ref.order(base), at))[0][0])  # the run's first position in the order
+  ps = [(cumulative[first + m - 1] + cumulative[first + m]) / 2 for m in range(ties)]  # needs m + 1 of the run
+  logits = np.tile(base, (ties, 1))
+  p = np.array(ps, np.float32)
+  got = np.asarray(S.top_p_mask(logits, p))
+  assert_bitwise_equal(got, ref.expected_top_p(logits, p, got))
+  assert np.sum(np.isfinite(got), axis=-1).tolist() == [first + m + 1 for m in range(ties)]

@@ -73,11 +73,12 @@ def test_split_vocabulary_gives_the_unsharded_bits_and_moves_o_batch_bytes(kind:
     got = compiled(logits, k, p)
   for name, a, b in zip(CALLS, got, expected, strict=True):
     assert_bitwise_equal(np.asarray(a), np.asarray(b)), name
-  # Each collective of the program counted once: a search pass's sums (a few int32 per row), and the candidates
+  # Each collective of the program counted once: a search pass's sums (a few int32 per row; the passes of the
+  # guided threshold's correction and of a cut between two equal entries add their keys and index), and the candidates
   # each call all-gathers per shard and row (value and index, 8 bytes): 64 for top_k_mask, top_p_mask and
   # sample, 16 for sample with max_k=16, 1 for min_p_mask (the row's largest). Independent of the vocabulary:
   # an all-gather of the logits moves BATCH * VOCAB * 4 bytes.
   moved = collective_bytes(compiled)
-  per_row_search, per_row_candidates = 6 * 64, 4 * 8 * (3 * 64 + 16 + 1)
+  per_row_search, per_row_candidates = 8 * 64, 4 * 8 * (3 * 64 + 16 + 1)
   assert moved <= 1.25 * BATCH * (per_row_search + per_row_candidates), moved
   assert moved < LOGITS.nbytes // 10

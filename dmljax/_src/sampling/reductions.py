@@ -15,10 +15,10 @@ import numpy as np
 from jax import lax
 
 
-def _halves(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _halves(x: jax.Array, neutral: int = 0) -> tuple[jax.Array, jax.Array]:
   odd = (lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1) & np.int32(1)) == 1
-  zero = np.array(0, x.dtype)
-  return jnp.where(odd, zero, x), jnp.where(odd, x, zero)
+  fill = np.array(neutral, x.dtype)
+  return jnp.where(odd, fill, x), jnp.where(odd, x, fill)
 
 
 def row_sum(x: jax.Array) -> jax.Array:
@@ -35,3 +35,16 @@ def row_sum(x: jax.Array) -> jax.Array:
   zero = np.array(0, x.dtype)
   a, b = lax.reduce((even, odd), (zero, zero), lambda p, q: (p[0] + q[0], p[1] + q[1]), (x.ndim - 1,))
   return a + b
+
+
+def row_min(x: jax.Array) -> jax.Array:
+  """The minimum along the last axis of an integer ``x``, in one fused pass (as :func:`row_sum`)."""
+  top = np.iinfo(x.dtype).max
+  even, odd = _halves(x, top)
+  a, b = lax.reduce(
+    (even, odd),
+    (np.array(top, x.dtype),) * 2,
+    lambda p, q: (jnp.minimum(p[0], q[0]), jnp.minimum(p[1], q[1])),
+    (x.ndim - 1,),
+  )
+  return jnp.minimum(a, b)

@@ -14,8 +14,8 @@ approximate test, then checked exactly: :func:`prefix_mask`):
    ``t`` whose entries ``key >= t`` reach the target; the prefix is then every entry above ``t``
    and some of the entries equal to ``t``;
 2. over the index (``ceil(log2 V)`` passes): how many of the entries equal to ``t`` (lowest indices
-   first) the prefix needs; skipped when no row has two entries equal to ``t`` (then that one entry is
-   the prefix's last).
+   first) the prefix needs; only when some row has three or more entries equal to ``t`` (one entry on ``t``
+   is the prefix's last; of two, one pass says whether the lower-index one alone reaches).
 
 Every decision is an integer comparison of sums that are exact, so a row split over devices gives
 the same prefix: each pass is a local reduction and a sum of a few int32 per row across devices.
@@ -88,9 +88,20 @@ def last_index(rows: jax.Array, key_of: KeyOf, t: jax.Array, reaches: Reaches) -
   def no_ties() -> jax.Array:
     return jnp.full((*batch, 1), length - 1, jnp.int32)  # the one entry equal to t is the prefix's last
 
-  # A row whose threshold key is held by one entry needs no second search: skip it when no row has ties there.
-  ties = jnp.any(reductions.row_sum(key_of(rows) == t) > 1)
-  return lax.cond(ties, among_ties, no_ties)
+  def pairs() -> jax.Array:
+    # At most two entries on t in every row: the prefix takes the lower-index one alone if that reaches, else both
+    # (one integer pass for that index, one pass of reaches).
+    fresh = _fresh(rows, jnp.int32(-1))
+    key = key_of(fresh)
+    index = lax.broadcasted_iota(jnp.int32, key.shape, key.ndim - 1)
+    first = reductions.row_min(jnp.where(key == t, index, np.int32(length)))[..., None]
+    enough = reaches(fresh, (key > t) | ((key == t) & (index <= first)))
+    return jnp.where(enough[..., None], first, np.int32(length - 1))
+
+  # A row whose threshold key is held by one entry needs no second search, one held by two a single check: the
+  # index bisection runs only when some row has three or more entries on t.
+  most = jnp.max(reductions.row_sum(key_of(rows) == t))
+  return lax.switch(jnp.clip(most - 1, 0, 2), (no_ties, pairs, among_ties))
 
 
 STEPS = 4  # distinct keys a guided threshold may be off by and still be corrected locally (:func:`cut`)
