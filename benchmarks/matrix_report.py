@@ -127,6 +127,22 @@ def conditions_text(report: dict[str, Any]) -> str:
   )
 
 
+def _group_rows(s: dict[str, Any]) -> list[list[str]]:
+  """The summary's per-group lines (both reports' group table)."""
+  return [
+    [
+      g["group"],
+      g["size"],
+      str(g["rows"]),
+      str(g["within"]),
+      str(g["over_speed"]),
+      str(g["full_size_temps"]),
+      "–" if g["worst"] is None else f"{g['worst']['name']} ({g['worst']['phase']}): {g['worst']['ratio']:.2f}",
+    ]
+    for g in s["groups"]
+  ]
+
+
 def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
   header = list(header)
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -168,18 +184,7 @@ def markdown(report: dict[str, Any]) -> str:
     "",
     *_table(
       ("group", "size", "rows", "within target", "over speed target", "full-size temps", "worst (paired ratio)"),
-      (
-        (
-          g["group"],
-          g["size"],
-          str(g["rows"]),
-          str(g["within"]),
-          str(g["over_speed"]),
-          str(g["full_size_temps"]),
-          "–" if g["worst"] is None else f"{g['worst']['name']} ({g['worst']['phase']}): {g['worst']['ratio']:.2f}",
-        )
-        for g in s["groups"]
-      ),
+      _group_rows(s),
     ),
     "",
     "## Rows",
@@ -347,18 +352,7 @@ def rst_block(report: dict[str, Any], source: str) -> str:
     "",
     *_simple_table(
       ["group", "size", "rows", "within target", "over speed", "full-size temps", "worst (paired ratio)"],
-      [
-        [
-          g["group"],
-          g["size"],
-          str(g["rows"]),
-          str(g["within"]),
-          str(g["over_speed"]),
-          str(g["full_size_temps"]),
-          "–" if g["worst"] is None else f"{g['worst']['name']} ({g['worst']['phase']}): {g['worst']['ratio']:.2f}",
-        ]
-        for g in s["groups"]
-      ],
+      _group_rows(s),
     ),
     "",
   ]

@@ -90,7 +90,7 @@ def judge_selection(
   )
 
 
-def _judge_all(judges: Sequence[Callable[[Any], str | None]]) -> Callable[[Any], str | None]:
+def judge_all(judges: Sequence[Callable[[Any], str | None]]) -> Callable[[Any], str | None]:
   def judge(outputs: Any) -> str | None:
     for one, output in zip(judges, outputs, strict=True):
       problem = one(output)
@@ -131,7 +131,7 @@ def forced_top_k(strategy: Strategy) -> Check:
       _selection_judge(f"top_k {_direction(d)} x{list(case.shape)} k={case.k}", x, case.k, d)
       for x, (case, d) in zip(arguments, runs, strict=True)
     ]
-    return Plan(arguments, compute, _judge_all(judges))
+    return Plan(arguments, compute, judge_all(judges))
 
   return check
 
@@ -168,7 +168,7 @@ def arg_extreme(find_max: bool) -> Check:
     return Plan(
       (x,),
       lambda x: [function(x, -1, direction=_direction(last)) for last in directions],
-      _judge_all(judges),
+      judge_all(judges),
     )
 
   return check
@@ -232,7 +232,7 @@ def gather(dtype: np.dtype, seed: int) -> Plan:
   return Plan(
     (x, pairs, rows),
     lambda x, pairs, rows: [dml.gather_nd(x, pairs), dml.gather_nd(x, rows)],
-    _judge_all([_gather_judge("gather_nd of elements", x, pairs), _gather_judge("gather_nd of rows", x, rows)]),
+    judge_all([_gather_judge("gather_nd of elements", x, pairs), _gather_judge("gather_nd of rows", x, rows)]),
   )
 
 
@@ -294,7 +294,7 @@ def sharded_top_k(kind: str) -> Check:
     return Plan(
       tuple(_place(x, mesh, PartitionSpec(None, "d")) for x in xs),
       lambda dec, inc: [dml.top_k(dec, k), dml.top_k(inc, k, direction="increasing")],
-      _judge_all(judges),
+      judge_all(judges),
       placed=True,
     )
 
@@ -317,7 +317,7 @@ def sharded_arg_extreme(kind: str) -> Check:
     return Plan(
       tuple(_place(x, mesh, PartitionSpec(None, "d")) for x in xs),
       lambda high, low: [dml.argmax(high, -1), dml.argmin(low, -1)],
-      _judge_all(judges),
+      judge_all(judges),
       placed=True,
     )
 
@@ -337,7 +337,7 @@ def sharded_gather(kind: str) -> Check:
     return Plan(
       (_place(x, mesh, PartitionSpec("d", None)),),
       lambda table: [dml.gather_nd(table, pairs), dml.gather_nd(table, rows)],
-      _judge_all([_gather_judge(what.format("elements"), x, pairs), _gather_judge(what.format("rows"), x, rows)]),
+      judge_all([_gather_judge(what.format("elements"), x, pairs), _gather_judge(what.format("rows"), x, rows)]),
       placed=True,
     )
 

@@ -20,7 +20,7 @@ import numpy as np
 
 import dmljax as dml
 from dmljax._src.selfcheck import reference
-from dmljax._src.selfcheck.checks import NotApplicable, Plan
+from dmljax._src.selfcheck.checks import NotApplicable, Plan, judge_all
 
 MARGIN = 1e-5
 LOGITS = ("float16", "bfloat16", "float32", "float64")
@@ -114,17 +114,6 @@ def _judge_mask(what: str, x: np.ndarray, keep: np.ndarray) -> Callable[[Any], s
   return judge
 
 
-def _all(judges: list[Callable[[Any], str | None]]) -> Callable[[Any], str | None]:
-  def judge(outputs: Any) -> str | None:
-    for one, output in zip(judges, outputs, strict=True):
-      problem = one(output)
-      if problem:
-        return problem
-    return None
-
-  return judge
-
-
 def _float_logits(dtype: np.dtype) -> None:
   if np.dtype(dtype).name not in LOGITS:
     raise NotApplicable("sampling takes float16, bfloat16, float32 and float64 logits")
@@ -139,7 +128,7 @@ def top_k_mask(dtype: np.dtype, seed: int) -> Plan:
     _judge_mask("top_k_mask, k per row", x, reference.top_k_keep(x, k)),
     _judge_mask("top_k_mask, k=10", x, reference.top_k_keep(x, np.int32(10))),
   ]
-  return Plan((x, k), lambda x, k: [dml.sampling.top_k_mask(x, k), dml.sampling.top_k_mask(x, 10)], _all(judges))
+  return Plan((x, k), lambda x, k: [dml.sampling.top_k_mask(x, k), dml.sampling.top_k_mask(x, 10)], judge_all(judges))
 
 
 def top_p_mask(dtype: np.dtype, seed: int) -> Plan:
@@ -152,7 +141,7 @@ def top_p_mask(dtype: np.dtype, seed: int) -> Plan:
     _judge_mask(f"top_p_mask, p per row {rules.tolist()}", x, reference.top_p_keep(x, rules)),
   ]
   return Plan(
-    (x, p, rules), lambda x, p, r: [dml.sampling.top_p_mask(x, p), dml.sampling.top_p_mask(x, r)], _all(judges)
+    (x, p, rules), lambda x, p, r: [dml.sampling.top_p_mask(x, p), dml.sampling.top_p_mask(x, r)], judge_all(judges)
   )
 
 
@@ -166,7 +155,7 @@ def min_p_mask(dtype: np.dtype, seed: int) -> Plan:
     _judge_mask(f"min_p_mask, min_p per row {rules.tolist()}", x, reference.min_p_keep(x, rules)),
   ]
   return Plan(
-    (x, m, rules), lambda x, m, r: [dml.sampling.min_p_mask(x, m), dml.sampling.min_p_mask(x, r)], _all(judges)
+    (x, m, rules), lambda x, m, r: [dml.sampling.min_p_mask(x, m), dml.sampling.min_p_mask(x, r)], judge_all(judges)
   )
 
 
