@@ -114,30 +114,30 @@ def test_temporaries_are_small_when_the_candidates_decide() -> None:
   assert temporaries(lambda x: S.sample(key, x, top_p=0.9)) <= categorical
 
 
-@pytest.mark.parametrize("off", [-4, -1, 1, 2, 4, -40, 40])
-def test_a_guided_threshold_off_by_a_few_keys_is_corrected_else_searched_again(off: int) -> None:
+@pytest.mark.parametrize("off", [-3000, -40, -4, -1, 0, 1, 4, 40, 3000])
+def test_the_exact_search_ends_at_the_target_however_far_off_its_guide(off: int) -> None:
   """The whole-row search's float guide may put its threshold a few keys off the exact one (its sums round):
-  within ``STEPS`` distinct keys the guess is moved to the exact threshold; further off, the exact bisection runs
-  again. Either way the cut is the exact search's. A counting guide off by ``off`` entries stands in for it."""
-  from dmljax._src.sampling import reductions, search
+  the exact loop moves the probe a key per pass, then bisects what is left of its bracket; either way the cut
+  is the exact prefix. A counting guide off by ``off`` entries stands in for it, on rows of normal logits and on
+  rows of a few distinct values, where ``k`` lands inside runs of equal entries (lowest indices first)."""
+  from dmljax._src.sampling import search
 
-  rows = jnp.asarray((_RNG.standard_normal((3, 5000)) * 3).astype(np.float32))
-  k = jnp.array([[100], [1000], [4500]], jnp.int32)[:, 0]
-  reaches = lambda _, mask: reductions.row_sum(mask) >= k  # noqa: E731
-  guide = lambda _, mask: reductions.row_sum(mask) >= k + off  # noqa: E731
-  key_of = search.unsigned_order_key
-  exact = jax.jit(lambda r: search.threshold(r, key_of, reaches))(rows)
-  guess = jax.jit(lambda r: search.threshold(r, key_of, guide))(rows)
-  assert not np.array_equal(np.asarray(guess), np.asarray(exact))
-  corrected, right = jax.jit(lambda r, g: search._corrected(r, key_of, reaches, g))(rows, guess)
-  assert np.asarray(right).all() == (abs(off) <= search.STEPS)
-  if abs(off) <= search.STEPS:
-    np.testing.assert_array_equal(np.asarray(corrected), np.asarray(exact))
-  want = jax.jit(lambda r: search.cut(r, key_of, reaches))(rows)
-  got = jax.jit(lambda r: search.cut(r, key_of, reaches, guide))(rows)
-  for g, w in zip(got, want, strict=True):
-    np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
-  assert (np.sum(np.asarray(search.through(key_of(rows), *got)), axis=-1) == np.asarray(k)).all()
+  normal = (_RNG.standard_normal((3, 5000)) * 3).astype(np.float32)
+  few = _RNG.integers(-4, 5, (3, 5000)).astype(np.float32)
+  rows = jnp.asarray(np.concatenate([normal, few]))
+  k = jnp.array([100, 1000, 4500, 100, 1000, 4500], jnp.int32)
+  shape = rows.shape
+  target = search.Target(
+    parts=lambda fresh: (jnp.ones(shape, jnp.int32),),
+    reached=lambda sums: sums[0] >= k,
+    guide=lambda fresh: jnp.ones(shape, jnp.float32),
+    guide_target=jnp.clip(k + off, 1, shape[-1]).astype(jnp.float32),
+  )
+  got = jax.jit(lambda r: search.cut(r, search.order_key, target))(rows)
+  kept = np.asarray(search.through(search.order_key(rows), *got))
+  expected = ref.apply_rows(ref.keep_top_k, np.asarray(rows), np.asarray(k))
+  np.testing.assert_array_equal(kept, np.isfinite(expected))
+  assert kept.sum(-1).tolist() == np.asarray(k).tolist()
 
 
 def test_the_benchmark_rows_nucleus() -> None:

@@ -209,6 +209,17 @@ def ascending_key(x: jax.Array) -> jax.Array:
   return key_of_bits(raw_bits(x), dtype)
 
 
+def unsigned_ascending_key(x: jax.Array) -> jax.Array:
+  """:func:`ascending_key` as an unsigned integer of the same width and the same order (top bit flipped).
+
+  Bisections over a key's bits (the sampling filters' whole-row search) want the order as unsigned integers,
+  where the smallest key is 0 and the largest all ones.
+  """
+  key = ascending_key(x)
+  unsigned = np.dtype(np.uint64) if key.dtype.itemsize == 8 else np.dtype(np.uint32)
+  return lax.bitcast_convert_type(key, unsigned) ^ np.array(1 << (8 * unsigned.itemsize - 1), unsigned)
+
+
 def descending_key(x: jax.Array) -> jax.Array:
   """The reverse order: bitwise not reverses a two's-complement order exactly."""
   return ~ascending_key(x)

@@ -37,19 +37,27 @@ def _count(max_k: int | None) -> int:
   return filters.CANDIDATES if max_k is None else max_k
 
 
+def _keep(
+  logits: jax.Array, k: jax.Array | None, p: jax.Array | None, bound: jax.Array | None, *, count: int
+) -> jax.Array:
+  """Which entries a mask keeps: the one decision (:func:`.filters.decide`) for every row, then its whole rows."""
+  decision = filters.decide(logits, filters.Filters(k, p, bound), count=count)
+  return filters.kept(logits, decision, bound, None)
+
+
 @functools.partial(jax.jit, static_argnames=("max_k",))
 def _top_k_mask(logits: jax.Array, k: jax.Array, max_k: int | None) -> jax.Array:
-  return _masked(logits, rowwise.call(filters.top_k_keep, _values(logits), k, count=_count(max_k)))
+  return _masked(logits, rowwise.call(_keep, _values(logits), k, None, None, count=_count(max_k)))
 
 
 @functools.partial(jax.jit, static_argnames=("max_k",))
 def _top_p_mask(logits: jax.Array, p: jax.Array, max_k: int | None) -> jax.Array:
-  return _masked(logits, rowwise.call(filters.top_p_keep, _values(logits), params.probability(p), count=_count(max_k)))
+  return _masked(logits, rowwise.call(_keep, _values(logits), None, params.probability(p), None, count=_count(max_k)))
 
 
 @jax.jit
 def _min_p_mask(logits: jax.Array, min_p: jax.Array) -> jax.Array:
-  return _masked(logits, filters.min_p_keep(_values(logits), params.ratio(min_p)))
+  return _masked(logits, rowwise.call(_keep, _values(logits), None, None, params.ratio(min_p), count=1))
 
 
 def top_k_mask(logits: ArrayLike, k: ArrayLike, *, max_k: int | None = None) -> jax.Array:
@@ -192,7 +200,10 @@ def _sample(
   probability = None if p is None else params.probability(p)
   ratio = None if min_p is None else params.ratio(min_p)
   clean = jax.lax.stop_gradient(logits)
-  return rowwise.call(draw.draw_rows, words, rows, clean, temperature, k, probability, ratio, count=_count(max_k))
+  unfiltered = k is None and p is None and ratio is None
+  count = 1 if unfiltered else _count(max_k)
+  decision = rowwise.call(draw.decide, clean, temperature, k, probability, ratio, count=count)
+  return rowwise.call(draw.draw, clean, words, rows, temperature, ratio, decision)
 
 
 def sample(

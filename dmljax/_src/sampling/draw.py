@@ -5,11 +5,15 @@ equally and a temperature tending to 0 sends every other entry to -inf rather th
 :math:`w_i = e^{z_i}`, the token is :math:`\arg\max_i w_i / E_i` over the kept entries, the lowest index among
 equal maxima, with :math:`E_i` the exponential noise of :mod:`.noise` at (key, row, i): a draw from the softmax of
 the kept :math:`z` (it is Gumbel-max, :math:`\arg\max_i (z_i + g_i)` with :math:`g_i = -\log E_i`, without a
-second logarithm per entry: a tenth of the time on CPU). The noise depends on the entry's index alone, so the
-candidates' draw and the whole row's draw pick the same token.
+second logarithm per entry). The noise depends on the entry's index alone, so the candidates' draw and the whole
+row's draw pick the same token.
 
 Rows whose logits are all NaN or -inf draw index 0; temperature 0 (or a traced negative or NaN one) takes the
-row's first entry in the order, NaN dropped (greedy).
+row's first entry in the order, NaN dropped (greedy). Temperature +inf gives every finite entry weight 1 and
+every -inf one weight 0: a uniform draw among the finite kept entries.
+
+The noise's key words may carry leading axes the logits lack (``jax.vmap`` over keys with shared logits): the
+race broadcasts, and the logits are read once per key, never copied.
 """
 
 from __future__ import annotations
@@ -22,20 +26,50 @@ from jax import lax
 from dmljax._src.sampling import filters, noise
 
 
-def _first_of_maxima(perturbed: jax.Array, indices: jax.Array, length: int) -> jax.Array:
-  top = jnp.max(perturbed, axis=-1, keepdims=True)
-  return jnp.min(jnp.where(perturbed == top, indices, np.int32(length)), axis=-1)
+def _first_of_maxima(score: jax.Array, indices: jax.Array, length: int) -> jax.Array:
+  top = jnp.max(score, axis=-1, keepdims=True)
+  return jnp.min(jnp.where(score == top, indices, np.int32(length)), axis=-1)
 
 
-def _perturbed(w: jax.Array, keep: jax.Array, stream: tuple[jax.Array, jax.Array], indices: jax.Array) -> jax.Array:
+def _score(
+  w: jax.Array, keep: jax.Array, key: tuple[jax.Array, jax.Array], rows: jax.Array, index: jax.Array
+) -> jax.Array:
   """The race's scores: ``w / E`` where kept, -1 elsewhere (below every kept score)."""
-  score = w / noise.exponential_at(stream, indices).astype(w.dtype)
+  score = w / noise.exponential_at(key, rows, index).astype(w.dtype)
   return jnp.where(keep, score, np.array(-1, w.dtype))
 
 
-def draw_rows(
-  words: jax.Array,
-  rows: jax.Array,
+def _divisor(temperature: jax.Array, work: np.dtype) -> tuple[jax.Array, jax.Array]:
+  """Which rows are sampled (temperature > 0; the others are greedy), and their temperature as a divisor."""
+  hot = temperature > 0
+  return hot, jnp.where(hot, temperature, np.float32(1)).astype(work)[..., None]
+
+
+def _whole_row_draw(
+  logits: jax.Array,
+  decision: filters.Decision,
+  divisor: jax.Array,
+  bound: jax.Array | None,
+  key: tuple[jax.Array, jax.Array],
+  row: jax.Array,
+) -> jax.Array:
+  """The race over every kept entry of whole rows."""
+
+  def score(fresh: jax.Array) -> tuple[jax.Array, jax.Array]:
+    keep = filters.kept(fresh, decision, bound, divisor)
+    data = filters.Rows(fresh, decision.values[..., :1], divisor)
+    index = lax.broadcasted_iota(jnp.int32, keep.shape, keep.ndim - 1)
+    return _score(data.weights(), keep, key, row, index), index
+
+  # Two single-output reductions, each a vectorized pass on XLA:CPU (a (value, index) reduction is a scalar loop
+  # there, several times slower): the best score, then the lowest index that has it, the scores recomputed
+  # identically.
+  best = jnp.max(score(logits)[0], axis=-1, keepdims=True)
+  again, index = score(lax.optimization_barrier(logits))
+  return jnp.min(jnp.where(again >= best, index, np.int32(logits.shape[-1] - 1)), axis=-1)
+
+
+def decide(
   logits: jax.Array,
   temperature: jax.Array,
   k: jax.Array | None,
@@ -43,31 +77,43 @@ def draw_rows(
   bound: jax.Array | None,
   *,
   count: int,
+) -> filters.Decision:
+  """The filters' decision for ``sample`` (it does not depend on the key): greedy rows need no whole-row work."""
+  hot, divisor = _divisor(temperature, filters.work_dtype(logits.dtype))
+  return filters.decide(logits, filters.Filters(k, p, bound), count=count, divisor=divisor, wanted=hot)
+
+
+def draw(
+  logits: jax.Array,
+  words: jax.Array,
+  rows: jax.Array,
+  temperature: jax.Array,
+  bound: jax.Array | None,
+  decision: filters.Decision,
 ) -> jax.Array:
-  """One token per row (row-wise: ``words`` (..., W) the row's key data, ``rows`` (...) the row's number)."""
+  """One token per row: ``words`` (..., W) the row's key data, ``rows`` (...) the row's number."""
   length = logits.shape[-1]
-  work = filters.work_dtype(logits.dtype)
-  hot = temperature > 0
-  divisor = jnp.where(hot, temperature, np.float32(1)).astype(work)[..., None]
-  data, chosen = filters.Candidates.of(logits, 1 if k is None and p is None and bound is None else count, divisor)
-  stream = noise.streams(words, rows)
-  chain = filters.Chain(k, p, bound)
+  batch = filters.batch_of(logits, words[..., 0], rows, temperature, bound, decision.within)
+  hot, divisor = _divisor(jnp.broadcast_to(temperature, batch), filters.work_dtype(logits.dtype))
+  bound = None if bound is None else jnp.broadcast_to(bound, batch)
+  decision = filters.Decision(*(jnp.broadcast_to(a, (*batch, *a.shape[decision.within.ndim :])) for a in decision))
+  within = decision.within
+  key = noise.threefry_key(jnp.broadcast_to(words, (*batch, words.shape[-1])))
+  row = jnp.broadcast_to(rows, batch)
+  by_candidates = _first_of_maxima(
+    _score(decision.weights, decision.keep, key, row, decision.indices), decision.indices, length
+  )
 
   def whole_rows() -> jax.Array:
-    keep = (lambda: jnp.ones(logits.shape, jnp.bool_)) if chain.empty else filters.chain_on_rows(data, chain)
-    index = lax.broadcasted_iota(jnp.int32, logits.shape, logits.ndim - 1)
-    return jnp.argmax(_perturbed(data.weights(), keep(), stream, index), axis=-1).astype(jnp.int32)
+    per_row = (decision, divisor, bound, key, row)
+    lead = batch[: len(batch) - (logits.ndim - 1)]  # axes the logits lack: a batch of keys (or of parameters)
+    if not lead:
+      drawn = _whole_row_draw(logits, *per_row)
+    else:  # one member of the batch at a time: the work space is the logits' size, not that times the batch
+      flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[len(lead) :]), per_row)
+      drawn = lax.map(lambda member: _whole_row_draw(logits, *member), flat).reshape(batch)
+    return jnp.where(within, by_candidates, drawn)
 
-  if chain.empty:
-    sampled = whole_rows()
-  else:
-    keep, within = filters.chain_on_candidates(data, chosen, chain)
-    by_candidates = _first_of_maxima(_perturbed(chosen.weights, keep, stream, chosen.indices), chosen.indices, length)
-
-    def fallback() -> jax.Array:
-      return jnp.where(within, by_candidates, whole_rows())
-
-    sampled = lax.cond(jnp.all(within), lambda: by_candidates, fallback)
-  greedy = chosen.indices[..., 0]
-  sampled = jnp.where(data.top[..., 0] == -np.inf, np.int32(0), sampled)  # all NaN or -inf: index 0
-  return jnp.where(hot, sampled, greedy)
+  sampled = lax.cond(jnp.any(hot & ~within), whole_rows, lambda: by_candidates)
+  sampled = jnp.where(decision.values[..., 0] == -np.inf, np.int32(0), sampled)
+  return jnp.where(hot, sampled, decision.indices[..., 0])  # greedy: the first entry in the order

@@ -1,27 +1,30 @@
-r"""Which entries each filter keeps: decided on a row's first candidates, whole-row search only where they cannot.
+r"""The one decision: which entries of each row the filters keep, on the row's candidates when they can tell.
 
 Every filter keeps a *prefix* of the row in dmljax's order (descending value, ties by ascending index, NaN
-dropped), held as its *cut* ``(t, j)``: the entries whose order key is above ``t``, and those equal to ``t`` of
-index at most ``j`` (:func:`.search.through`). The route:
+dropped): top-k the first ``k`` entries, top-p (on what top-k kept) the shortest prefix whose probability
+reaches ``p``, min-p the entries whose weight is at least the bound. :func:`decide` decides every row, for the
+masks and for ``sample`` alike:
 
-1. the row's first ``C`` entries in that order are selected once (:func:`dmljax.top_k`'s selection; ``C`` is
-   ``max_k`` when given, else :data:`CANDIDATES`), with no sort of the row;
-2. each filter checks exactly whether its prefix ends among them: top-k when ``k <= C``; top-p when the
-   candidates' exact probability units reach ``p`` of the row's (or of the top-k entries', when top-k came
-   first and ended among them); min-p when the last candidate's weight is below the bound;
-3. only if some row is not decided does the whole-row search run (:mod:`.search`), under one
-   :func:`jax.lax.cond` whose predicate is one scalar, also under ``jax.vmap`` (:mod:`.rowwise`): it costs
-   nothing when every row is decided, and what crosses the ``cond`` is a cut per row, never a whole row.
+1. the row's first ``C`` entries in that order are selected once (:func:`dmljax.top_k`'s selection, no sort;
+   ``C`` is ``max_k`` when given, else :data:`CANDIDATES`);
+2. per row, the top-k/top-p prefix is *within* the candidates (top-k with ``k <= C``; top-p when the
+   candidates' exact units reach ``p`` of the row's, or of the top-k entries'), *the whole row* (every filter
+   off: ``k <= 0`` or ``k >= V``, ``p >= 1``), or unknown; the kept set is within the candidates when that
+   prefix is, or when min-p's bound falls among them and the prefix is known to reach past them;
+3. only the rows whose prefix is unknown, among those that need it (a mask needs every row's; ``sample``
+   only the sampled rows whose kept set is not within the candidates: greedy rows never), are searched whole
+   (:mod:`.search`), under one :func:`jax.lax.cond` with a scalar predicate (also under ``jax.vmap``:
+   :mod:`.rowwise`), so it costs nothing when no row needs it. What crosses the ``cond`` is a cut per row.
 
-Inputs are already validated and mapped (:mod:`.params`): ``k`` int32 in ``[1, V]``, ``p`` float32 (NaN as 1),
-``bound`` min-p's float32 ratio in [0, 1].
+Per-row parameters may carry leading axes the logits lack (``jax.vmap`` over a parameter with shared logits):
+everything per row broadcasts, and the whole-row passes read the one copy of the logits.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -29,7 +32,7 @@ import numpy as np
 from jax import lax
 
 from dmljax._src import selection
-from dmljax._src.sampling import mass, reductions, search
+from dmljax._src.sampling import mass, search
 
 CANDIDATES = 64  # candidates looked at first when the caller gives no max_k
 Cut = tuple[jax.Array, jax.Array]  # (t, j), each (..., 1): unsigned order key and int32 index
@@ -53,7 +56,7 @@ class Rows:
   """
 
   logits: jax.Array
-  top: jax.Array  # (..., 1): the largest logit, NaN dropped
+  top: jax.Array  # (..., 1): the largest logit, NaN dropped (may have leading axes the logits lack)
   divisor: jax.Array | None  # (..., 1) in the work type: the temperature, or None
 
   @property
@@ -64,29 +67,24 @@ class Rows:
   def length(self) -> int:
     return int(self.logits.shape[-1])
 
+  def whole(self, rows: jax.Array | None = None) -> jax.Array:
+    """The rows (or a fresh copy of them), NaN dropped, broadcast to every row the per-row values have."""
+    clean = drop_nan(self.logits if rows is None else rows)
+    return jnp.broadcast_to(clean, (*self.top.shape[:-1], clean.shape[-1]))
+
   def key(self, rows: jax.Array | None = None) -> jax.Array:
-    return search.unsigned_order_key(drop_nan(self.logits if rows is None else rows))
+    return search.order_key(self.whole(rows))
 
   def z(self, values: jax.Array) -> jax.Array:
     """Relative logits of ``values`` (entries of these rows, NaN dropped, any trailing length)."""
     return mass.relative(values.astype(self.work), self.top.astype(self.work), self.divisor)
 
   def weights(self, rows: jax.Array | None = None) -> jax.Array:
-    return mass.weights(self.z(drop_nan(self.logits if rows is None else rows)))
+    return mass.weights(self.z(self.whole(rows)))
 
 
 def through(rows: Rows, cut: Cut, fresh: jax.Array | None = None) -> jax.Array:
   return search.through(rows.key(fresh), *cut)
-
-
-def _choose(decided: jax.Array, by_candidates: Cut, search_rows: Callable[[], Cut]) -> Cut:
-  """``by_candidates`` where every row is decided; otherwise the search's cut for the undecided rows."""
-
-  def fallback() -> Cut:
-    found = search_rows()
-    return tuple(jnp.where(decided[..., None], c, s) for c, s in zip(by_candidates, found, strict=True))  # type: ignore[return-value]
-
-  return lax.cond(jnp.all(decided), lambda: by_candidates, fallback)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,9 +96,11 @@ class Candidates:
   weights: jax.Array
 
   @staticmethod
-  def of(logits: jax.Array, count: int, divisor: jax.Array | None = None) -> tuple[Rows, Candidates]:
-    """The rows (their largest logit is the first candidate) and their candidates."""
+  def of(logits: jax.Array, count: int, batch: tuple[int, ...], divisor: jax.Array | None) -> tuple[Rows, Candidates]:
+    """The rows (their largest logit is the first candidate) and their candidates, broadcast to ``batch``."""
     values, indices = selection.top_k_last_axis(drop_nan(logits), min(count, logits.shape[-1]), True)
+    shape = (*batch, values.shape[-1])
+    values, indices = jnp.broadcast_to(values, shape), jnp.broadcast_to(indices, shape)
     rows = Rows(logits, values[..., :1], divisor)
     return rows, Candidates(values, indices, mass.weights(rows.z(values)))
 
@@ -111,20 +111,43 @@ class Candidates:
   def cut_at(self, position: jax.Array) -> Cut:
     """The cut whose prefix ends with the candidate at ``position`` (per row)."""
     pick = lambda a: jnp.take_along_axis(a, position[..., None], axis=-1)  # noqa: E731
-    return search.unsigned_order_key(pick(self.values)), pick(self.indices)
+    return search.order_key(pick(self.values)), pick(self.indices)
 
 
-def count_cut(rows: Rows, k: jax.Array) -> Cut:
-  """The whole-row search for the first ``k`` entries."""
-  return search.cut(rows.logits, rows.key, lambda _, mask: reductions.row_sum(mask) >= k)
+class Filters(NamedTuple):
+  """The filters to apply (``None``: not applied), mapped by :mod:`.params`: ``k`` int32 in ``[1, V]`` (``V``
+  keeps all), ``p`` float32 (NaN as 1), ``bound`` min-p's ratio in ``[0, 1]``."""
+
+  k: jax.Array | None = None
+  p: jax.Array | None = None
+  bound: jax.Array | None = None
 
 
-def mass_cut(rows: Rows, p: jax.Array, prior: Cut | None = None) -> Cut:
-  """The whole-row search for the shortest prefix reaching ``p`` of the mass (of the ``prior`` cut's entries).
+class Decision(NamedTuple):
+  """What :func:`decide` found, per row (nothing of the row's size)."""
 
-  The threshold is bisected on float sums of the weights first (one cheap pass a key bit), then checked in
-  exact units (:func:`.search.cut`).
-  """
+  values: jax.Array  # (..., C) the candidates, in order
+  indices: jax.Array  # (..., C)
+  weights: jax.Array  # (..., C)
+  keep: jax.Array  # (..., C) the kept candidates (meaningful where ``within``)
+  within: jax.Array  # (...) the kept set lies among the candidates
+  cut_t: jax.Array  # (..., 1) the top-k/top-p prefix's cut (the whole row's where both are off)
+  cut_j: jax.Array  # (..., 1)
+
+
+def _count_target(rows: Rows, k: jax.Array) -> search.Target:
+  shape = (*k.shape, rows.length)
+  return search.Target(
+    parts=lambda fresh: (jnp.ones(shape, jnp.int32),),
+    reached=lambda sums: sums[0] >= k,
+    guide=lambda fresh: jnp.ones(shape, rows.work),
+    guide_target=k.astype(rows.work),
+  )
+
+
+def _mass_target(rows: Rows, p: jax.Array, prior: Cut | None) -> search.Target:
+  """Reaching ``p`` of the mass of the ``prior`` cut's entries (of the whole row when ``None``), in exact units
+  (:mod:`.mass`), guided by float sums of the weights."""
   units = mass.Units(rows.length, rows.work)
   zero = np.array(0, rows.work)
 
@@ -133,16 +156,12 @@ def mass_cut(rows: Rows, p: jax.Array, prior: Cut | None = None) -> Cut:
     return weights if prior is None else jnp.where(through(rows, prior, fresh), weights, zero)
 
   need = mass.required(mass.sums(mass.entry_limbs(w(rows.logits), units), None, units), p, units)
-  target = reductions.row_sum(w(rows.logits)) * jnp.clip(p, np.float32(0), np.float32(1)).astype(rows.work)
-
-  def reaches(fresh: jax.Array, mask: jax.Array) -> jax.Array:
-    # Units of the masked weights, computed inside each pass and fused into its one reduction.
-    return mass.reaches(mass.sums(mass.entry_limbs(jnp.where(mask, w(fresh), zero), units), None, units), need, units)
-
-  def roughly(fresh: jax.Array, mask: jax.Array) -> jax.Array:
-    return reductions.row_sum(jnp.where(mask, w(fresh), zero)) >= target
-
-  return search.cut(rows.logits, rows.key, reaches, roughly)
+  return search.Target(
+    parts=lambda fresh: mass.entry_limbs(w(fresh), units),
+    reached=lambda sums: mass.reaches(mass.normalize(sums, units.bits, units.sum_limbs), need, units),
+    guide=w,
+    guide_target=jnp.sum(w(rows.logits), axis=-1) * jnp.clip(p, np.float32(0), np.float32(1)).astype(rows.work),
+  )
 
 
 def _row_total(rows: Rows, chosen: Candidates, candidates_total: mass.Limbs, wanted: jax.Array) -> mass.Limbs:
@@ -168,87 +187,100 @@ def _first_reaching(prefix: mass.Limbs, need: mass.Limbs, units: mass.Units) -> 
   return jnp.minimum(first, np.int32(count - 1)), reached[..., -1]
 
 
-def top_k_keep(logits: jax.Array, k: jax.Array, *, count: int) -> jax.Array:
-  """Which entries ``top_k_mask`` keeps."""
-  rows, chosen = Candidates.of(logits, count)
-  by_candidates = chosen.cut_at(jnp.clip(k - 1, 0, chosen.count - 1))
-  return through(rows, _choose(k <= chosen.count, by_candidates, lambda: count_cut(rows, k)))
+def batch_of(logits: jax.Array, *per_row: jax.Array | None) -> tuple[int, ...]:
+  """The rows' shape: the logits' leading axes, broadcast with every per-row value's shape."""
+  return tuple(jnp.broadcast_shapes(logits.shape[:-1], *(np.shape(a) for a in per_row if a is not None)))
 
 
-def top_p_keep(logits: jax.Array, p: jax.Array, *, count: int) -> jax.Array:
-  """Which entries ``top_p_mask`` keeps."""
-  rows, chosen = Candidates.of(logits, count)
-  units = mass.Units(rows.length, rows.work)
-  prefix = mass.inclusive_prefix(mass.entry_limbs(chosen.weights, units), units)
-  total = _row_total(rows, chosen, tuple(limb[..., -1] for limb in prefix), jnp.ones(logits.shape[:-1], jnp.bool_))
-  first, decided = _first_reaching(prefix, mass.required(total, p, units), units)
-  found = _choose(decided, chosen.cut_at(first), lambda: mass_cut(rows, p))
-  return through(rows, found) | (p >= 1)[..., None]
-
-
-def min_p_keep(logits: jax.Array, bound: jax.Array) -> jax.Array:
-  """Which entries ``min_p_mask`` keeps: weight at least ``bound`` (elementwise: no candidates needed)."""
-  rows, _ = Candidates.of(logits, 1)  # the largest entry, without a whole-row temporary
-  return rows.weights() >= bound.astype(rows.work)[..., None]
-
-
-@dataclasses.dataclass(frozen=True)
-class Chain:
-  """``sample``'s filters (``None``: not applied), applied in the order top-k, top-p, min-p."""
-
-  k: jax.Array | None
-  p: jax.Array | None
-  bound: jax.Array | None
-
-  @property
-  def empty(self) -> bool:
-    return self.k is None and self.p is None and self.bound is None
-
-
-def chain_on_candidates(rows: Rows, chosen: Candidates, chain: Chain) -> tuple[jax.Array, jax.Array]:
-  """The chain's kept candidates, and per row whether the kept set is certainly among the candidates."""
-  length = rows.length
+def decide(
+  logits: jax.Array,
+  filters: Filters,
+  *,
+  count: int,
+  divisor: jax.Array | None = None,
+  wanted: jax.Array | None = None,
+) -> Decision:
+  """Decides every row: on its candidates where they tell, else (where ``wanted``: every row by default) by the
+  whole-row search. ``divisor`` (..., 1) scales the logits as a temperature does, before the filters."""
+  batch = batch_of(logits, *filters, None if divisor is None else divisor[..., 0], wanted)
+  k, p, bound = (None if f is None else jnp.broadcast_to(f, batch) for f in filters)
+  divisor = None if divisor is None else jnp.broadcast_to(divisor, (*batch, 1))
+  rows, chosen = Candidates.of(logits, count, batch, divisor)
+  length, c = rows.length, chosen.count
   units = mass.Units(length, rows.work)
-  shape = chosen.values.shape
-  position = lax.broadcasted_iota(jnp.int32, shape, len(shape) - 1)
-  keep = jnp.ones(shape, jnp.bool_)
-  whole_row = jnp.ones(shape[:-1], jnp.bool_)  # top-k off (k = V): top-p's mass is the whole row's
-  within = jnp.full(shape[:-1], length <= chosen.count)
-  known = jnp.ones(shape[:-1], jnp.bool_)  # whether the prefix kept so far is known, inside or past the candidates
-  if chain.k is not None:
-    keep = position < chain.k[..., None]
-    within = within | (chain.k <= chosen.count)
-    whole_row = chain.k >= length
-  if chain.p is not None:
+  position = lax.broadcasted_iota(jnp.int32, chosen.values.shape, len(batch))
+  true = jnp.ones(batch, jnp.bool_)
+  wanted = true if wanted is None else jnp.broadcast_to(wanted, batch)
+  every_entry = length <= c  # every entry is a candidate: every row is decided on them
+
+  keep = jnp.ones(chosen.values.shape, jnp.bool_)
+  k_within, k_off = ~true, true  # the top-k prefix ends among the candidates / is the whole row
+  if k is not None:
+    keep = position < k[..., None]
+    k_within, k_off = (k <= c) | every_entry, k >= length
+  cut_within = k_within  # the top-k/top-p prefix ends among the candidates
+  cut_off = k_off  # ... or is the whole row
+  beyond = ~k_within  # ... or is known to reach past the last candidate
+  if p is not None:
+    p_off = p >= 1
     limbs = mass.entry_limbs(jnp.where(keep, chosen.weights, np.array(0, rows.work)), units)
     prefix = mass.inclusive_prefix(limbs, units)
-    kept_total = tuple(limb[..., -1] for limb in prefix)
-    total = _row_total(rows, chosen, kept_total, ~within & whole_row & (chain.p < 1))
-    first, reached = _first_reaching(prefix, mass.required(total, chain.p, units), units)
-    keep = keep & ((position <= first[..., None]) | (chain.p >= 1)[..., None])
-    known = within | whole_row
-    within = within | (whole_row & reached & (chain.p < 1))
-  if chain.bound is not None:
-    bound = chain.bound.astype(rows.work)[..., None]
-    keep = keep & (chosen.weights >= bound)
-    within = within | (known & (chosen.weights[..., -1] < bound[..., 0]))
-  return keep, within
+    total = kept_total = tuple(limb[..., -1] for limb in prefix)
+    known = k_within | k_off  # top-p's total (of the top-k entries) is known, or is the row's
+    if not every_entry:
+      total = _row_total(rows, chosen, kept_total, wanted & ~k_within & k_off & ~p_off)
+    first, reached = _first_reaching(prefix, mass.required(total, p, units), units)
+    keep = keep & ((position <= first[..., None]) | p_off[..., None])
+    cut_within = k_within | (known & reached & ~p_off)
+    cut_off = k_off & p_off
+    beyond = (p_off & ~k_within) | (known & ~reached & ~p_off)
+  within = cut_within | every_entry
+  by_candidates = chosen.cut_at(jnp.sum(keep, axis=-1, dtype=jnp.int32) - 1)  # keep is a prefix of >= 1 entry
+  if bound is not None:
+    ratio = bound.astype(rows.work)
+    keep = keep & (chosen.weights >= ratio[..., None])
+    within = within | (beyond & (chosen.weights[..., -1] < ratio))
+  whole = search.everything(batch, length, by_candidates[0].dtype)
+  known_cut = _where(cut_within, by_candidates, whole)
+  searching = wanted & ~within & ~cut_within & ~cut_off
+
+  def search_rows() -> Cut:
+    return _where(searching, _searched(rows, Filters(k, p, bound), searching & ~k_off & ~k_within), known_cut)
+
+  cut = known_cut
+  if (k is not None or p is not None) and not every_entry:
+    cut = lax.cond(jnp.any(searching), search_rows, lambda: known_cut)
+  return Decision(chosen.values, chosen.indices, chosen.weights, keep, within, *cut)
 
 
-def chain_on_rows(rows: Rows, chain: Chain) -> Callable[[], jax.Array]:
-  """The chain on whole rows, by the whole-row searches: returns a function giving the kept mask (so that the
-  mask is computed where it is used, fused into the draw)."""
-  cut_k = None if chain.k is None else count_cut(rows, chain.k)
-  cut_p = None if chain.p is None else mass_cut(rows, chain.p, cut_k)
+def _searched(rows: Rows, filters: Filters, counting: jax.Array) -> Cut:
+  """The top-k/top-p cut of whole rows, by the search: top-k's (searched where ``counting``, else the whole row),
+  then top-p's among what top-k kept."""
+  k, p, _ = filters
+  batch = counting.shape
+  whole = search.everything(batch, rows.length, jax.eval_shape(rows.key).dtype)
+  cut_k: Cut | None = None
+  if k is not None:
+    cut_k = lax.cond(
+      jnp.any(counting),
+      lambda: _where(counting, search.cut(rows.logits, rows.key, _count_target(rows, k)), whole),
+      lambda: whole,
+    )
+  if p is None:
+    assert cut_k is not None
+    return cut_k
+  found = search.cut(rows.logits, rows.key, _mass_target(rows, p, cut_k))
+  return _where(p >= 1, whole if cut_k is None else cut_k, found)
 
-  def keep() -> jax.Array:
-    kept = jnp.ones(rows.logits.shape, jnp.bool_)
-    if cut_k is not None:
-      kept = through(rows, cut_k)
-    if cut_p is not None and chain.p is not None:
-      kept = kept & (through(rows, cut_p) | (chain.p >= 1)[..., None])
-    if chain.bound is not None:
-      kept = kept & (rows.weights() >= chain.bound.astype(rows.work)[..., None])
-    return kept
 
-  return keep
+def _where(condition: jax.Array, a: Cut, b: Cut) -> Cut:
+  return tuple(jnp.where(condition[..., None], x, y) for x, y in zip(a, b, strict=True))  # type: ignore[return-value]
+
+
+def kept(rows_logits: jax.Array, decision: Decision, bound: jax.Array | None, divisor: jax.Array | None) -> jax.Array:
+  """The whole rows' kept entries: the cut's prefix, and min-p's bound (NaN entries are never kept)."""
+  rows = Rows(rows_logits, decision.values[..., :1], divisor)
+  keep = through(rows, (decision.cut_t, decision.cut_j))
+  if bound is not None:
+    keep = keep & (rows.weights() >= bound.astype(rows.work)[..., None])
+  return keep & ~jnp.isnan(jnp.broadcast_to(rows_logits, keep.shape))

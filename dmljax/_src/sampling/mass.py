@@ -71,10 +71,10 @@ def weights(z: jax.Array) -> jax.Array:
 
 
 def relative(x: jax.Array, top: jax.Array, divisor: jax.Array | None = None) -> jax.Array:
-  """:math:`z = (x - m) / T` in ``x``'s (work) type, 0 where ``x == m`` (also for infinite ``m``)."""
-  z = x - top
-  if divisor is not None:
-    z = z / divisor
+  """:math:`z = (x - m) / T` in ``x``'s (work) type, 0 where ``x == m`` (also for infinite ``m``), and -inf where
+  ``x - m`` is (so an infinite temperature gives every finite entry weight 1 and a -inf entry weight 0)."""
+  difference = x - top
+  z = difference if divisor is None else jnp.where(difference == -np.inf, difference, difference / divisor)
   return jnp.where(x == top, np.array(0, x.dtype), z)
 
 
