@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-TOLERANCE = 2.0**-20  # the documented bound
+TOLERANCE = 2.0**-21  # the documented bound
 
 
 def _clean64(row: np.ndarray) -> np.ndarray:

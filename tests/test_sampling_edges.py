@@ -120,3 +120,38 @@ def test_the_candidates_decision_stays_scalar_under_vmap(mapped: str) -> None:
   conds = _conds(jax.make_jaxpr(jax.vmap(fn))(batch).jaxpr)
   assert conds, "no cond: the whole-row work would always run"
   assert all(eqn.invars[0].aval.shape == () for eqn in conds), [eqn.invars[0].aval for eqn in conds]
+
+
+def test_a_parameter_of_one_value_per_row_with_a_trailing_axis_is_read_per_row() -> None:
+  """``top_p`` of shape (B, 1) (as ``keepdims`` leaves it) is one value per row, the same as shape (B,); a shape
+  that is neither is refused with the reshape that fixes it."""
+  logits = jnp.asarray(ROW)
+  p = np.array([0.3, 0.6, 0.9], np.float32)
+  assert_bitwise_equal(S.top_p_mask(logits, p[:, None]), S.top_p_mask(logits, p))
+  key = jax.random.key(5)
+  k = np.array([[2], [5], [40]], np.int32)
+  assert S.sample(key, logits, top_k=k).tolist() == S.sample(key, logits, top_k=k[:, 0]).tolist()
+  with pytest.raises(dml.DescriptorError, match=r"p\.reshape\(\(3,\)\)"):
+    S.top_p_mask(logits, np.zeros((3, 2), np.float32))
+
+
+def test_integer_arrays_are_accepted_wherever_python_ints_are() -> None:
+  """A 0-d integer array is a number like the Python int: top_p=jnp.array(1) keeps all, temperature=jnp.array(0)
+  is greedy, top_k=jnp.array(2) keeps two."""
+  logits = jnp.asarray(ROW)
+  key = jax.random.key(6)
+  assert_bitwise_equal(S.top_p_mask(logits, jnp.array(1)), S.top_p_mask(logits, 1))
+  assert_bitwise_equal(S.min_p_mask(logits, jnp.array(0)), S.min_p_mask(logits, 0))
+  assert S.sample(key, logits, temperature=jnp.array(0)).tolist() == np.argmax(ROW, -1).tolist()
+  assert_bitwise_equal(S.top_k_mask(logits, jnp.array(2)), S.top_k_mask(logits, 2))
+
+
+def test_top_p_refuses_rows_past_its_exact_sums_at_trace_time() -> None:
+  """Top-p's exact sums hold rows of up to 2**29 entries: a longer row is refused before anything is allocated,
+  with what to do instead; top_k_mask and min_p_mask take it."""
+  long_rows = jax.ShapeDtypeStruct((1, 2**29 + 1), jnp.float32)
+  with pytest.raises(dml.DescriptorError, match="at most 2\\*\\*29"):
+    jax.eval_shape(lambda x: S.top_p_mask(x, 0.9), long_rows)
+  with pytest.raises(dml.DescriptorError, match="at most 2\\*\\*29"):
+    jax.eval_shape(lambda x: S.sample(jax.random.key(0), x, top_p=0.9), long_rows)
+  assert jax.eval_shape(lambda x: S.top_k_mask(x, 5), long_rows).shape == long_rows.shape

@@ -1,11 +1,11 @@
 """Top-p is the float32 softmax's nucleus at every vocabulary size (issue 29, point 1).
 
 The reference (tests/sampling_reference.py) sums the float32 softmax's probabilities exactly (float64, in the
-order); the kept count must be the exact one wherever p is further than the documented 2**-20 from a
+order); the kept count must be the exact one wherever p is further than the documented 2**-21 from a
 cumulative probability. Rows: long tails (one large logit and a quarter million tiny ones), near-uniform rows
-past 2**19 entries (where 32-bit limb sums would overflow with their carries), and p placed 1e-6 on either side
-of a cumulative sum. Each vocabulary size compiles once; every row is searched whole (the candidates cannot
-decide them), so the whole-row search is what is checked.
+past 2**19 entries (where 32-bit limb sums would overflow with their carries), and p placed just past the
+bound on either side of a cumulative sum. Each vocabulary size compiles once; every row is searched whole (the
+candidates cannot decide them), so the whole-row search is what is checked.
 """
 
 from __future__ import annotations
@@ -69,14 +69,17 @@ def test_near_uniform_rows_past_two_to_the_nineteen(length: int) -> None:
   assert abs(int(kept[0]) - length // 2) < length // 20
 
 
-def test_p_a_millionth_from_a_cumulative_sum() -> None:
-  """p = C_j -/+ 1e-6 keeps j + 1 / j + 2 entries exactly (the bound, 2**-20, is below 1e-6)."""
+@pytest.mark.parametrize("distance", [1e-6, 1.2 * 2.0**-21])
+def test_p_just_past_the_bound_from_a_cumulative_sum(distance: float) -> None:
+  """p = C_j -/+ d keeps j + 1 / j + 2 entries exactly for d just above the documented bound, 2**-21 (about
+  4.8e-7), and for d = 1e-6."""
   length = 50000
   base = (_RNG.standard_normal(length) * 3).astype(np.float32)
   cumulative = np.cumsum(ref.probabilities(base)[ref.order(base)])
   positions = (10, 300, 2000, 9000)
-  ps = [cumulative[j] + sign * 1e-6 for j in positions for sign in (-1, 1)]
+  ps = [cumulative[j] + sign * distance for j in positions for sign in (-1, 1)]
   p = np.array(ps, np.float32)
+  assert np.all(np.abs(p.astype(np.float64) - np.repeat(cumulative[list(positions)], 2)) > 2.0**-21)
   logits = np.tile(base, (len(ps), 1))
   kept = _kept(logits, p)
   _check(logits, p, kept)

@@ -144,6 +144,7 @@ def top_p_mask(logits: ArrayLike, p: ArrayLike, *, max_k: int | None = None) -> 
   problems = Problems("top_p_mask")
   array = params.logits_array(problems, logits)
   pp = params.real_parameter(problems, "p", p, params.batch_of(array))
+  params.require_mass_length(problems, array, "top_p_mask")
   bound = params.candidate_count(problems, max_k)
   problems.raise_if_any()
   assert array is not None and pp is not None
@@ -272,6 +273,8 @@ def sample(
   params.require_non_negative(problems, "temperature", temperature)
   kk = None if top_k is None else params.k_parameter(problems, "top_k", top_k, batch, length)
   pp = None if top_p is None else params.real_parameter(problems, "top_p", top_p, batch)
+  if top_p is not None:
+    params.require_mass_length(problems, array, "sample with top_p")
   mp = None if min_p is None else params.real_parameter(problems, "min_p", min_p, batch)
   bound = params.candidate_count(problems, max_k)
   problems.raise_if_any()

@@ -55,18 +55,15 @@ def _whole_row_draw(
 ) -> jax.Array:
   """The race over every kept entry of whole rows."""
 
-  def score(fresh: jax.Array) -> tuple[jax.Array, jax.Array]:
-    keep = filters.kept(fresh, decision, bound, divisor)
-    data = filters.Rows(fresh, decision.values[..., :1], divisor)
-    index = lax.broadcasted_iota(jnp.int32, keep.shape, keep.ndim - 1)
-    return _score(data.weights(), keep, key, row, index), index
-
-  # Two single-output reductions, each a vectorized pass on XLA:CPU (a (value, index) reduction is a scalar loop
-  # there, several times slower): the best score, then the lowest index that has it, the scores recomputed
-  # identically.
-  best = jnp.max(score(logits)[0], axis=-1, keepdims=True)
-  again, index = score(lax.optimization_barrier(logits))
-  return jnp.min(jnp.where(again >= best, index, np.int32(logits.shape[-1] - 1)), axis=-1)
+  keep = filters.kept(logits, decision, bound, divisor)
+  data = filters.Rows(logits, decision.values[..., :1], divisor)
+  index = lax.broadcasted_iota(jnp.int32, keep.shape, keep.ndim - 1)
+  score = _score(data.weights(), keep, key, row, index)
+  # The scores once, then two single-output reductions over them, each a vectorized pass on XLA:CPU (a fused
+  # (value, index) reduction computes the noise in a scalar loop there, several times slower): the best score,
+  # then the lowest index that has it.
+  best = jnp.max(score, axis=-1, keepdims=True)
+  return jnp.min(jnp.where(score == best, index, np.int32(logits.shape[-1] - 1)), axis=-1)
 
 
 def decide(

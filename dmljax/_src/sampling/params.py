@@ -44,20 +44,47 @@ def logits_array(p: Problems, logits: Any) -> jax.Array | None:
   return array if ok else None
 
 
+MASS_ENTRIES = 2**29  # the longest row whose exact probability sums fit int32 limbs (top-p: .mass)
+
+
+def require_mass_length(p: Problems, array: jax.Array | None, field: str) -> None:
+  """Top-p sums a row's probability exactly in int32 limbs: rows of at most :data:`MASS_ENTRIES` entries."""
+  if array is not None:
+    p.require(
+      array.shape[-1] <= MASS_ENTRIES,
+      f"{field} needs rows of at most 2**29 = {MASS_ENTRIES} entries (its exact probability sums); split the "
+      "vocabulary over devices or apply top_k_mask first and pass the kept candidates",
+      f"logits.shape={array.shape}",
+    )
+
+
 def batch_of(array: jax.Array | None) -> tuple[int, ...] | None:
   return None if array is None else tuple(array.shape[:-1])
 
 
-def _shape_fits(p: Problems, field: str, shape: tuple[int, ...], batch: tuple[int, ...]) -> bool:
+def _per_row_shape(shape: tuple[int, ...], batch: tuple[int, ...]) -> tuple[int, ...] | None:
+  """The shape a parameter is read as: itself if it broadcasts to the rows, the rows' shape for one value per row
+  with a trailing axis of 1 (``(B, 1)`` for ``(B,)`` rows, as ``keepdims`` leaves it), else ``None``."""
+  if shape == (*batch, 1):
+    return batch
   try:
-    fits = np.broadcast_shapes(shape, batch) == batch
+    return shape if np.broadcast_shapes(shape, batch) == batch else None
   except ValueError:
-    fits = False
+    return None
+
+
+def _shape_fits(p: Problems, field: str, shape: tuple[int, ...], batch: tuple[int, ...]) -> bool:
   return p.require(
-    fits,
-    f"{field} must be a scalar or an array that broadcasts to the batch shape {_BATCH} (= {batch})",
+    _per_row_shape(shape, batch) is not None,
+    f"{field} must be a scalar, an array that broadcasts to the batch shape {_BATCH} (= {batch}), or one value "
+    f"per row with a trailing axis of 1 (shape {(*batch, 1)}); reshape it, e.g. {field}.reshape({batch})",
     f"{field}.shape={shape}",
   )
+
+
+def _as_rows(value: Any, dtype: Any, batch: tuple[int, ...]) -> jax.Array:
+  array = jnp.asarray(value, dtype)
+  return jnp.broadcast_to(array.reshape(_per_row_shape(tuple(array.shape), batch)), batch)
 
 
 def _kind_error(p: Problems, field: str, value: Any, integer: bool) -> bool:
@@ -77,7 +104,8 @@ def _kind_error(p: Problems, field: str, value: Any, integer: bool) -> bool:
       p.add(f"{field} must be {kind}", f"{field} of type {type(value).__name__}")
       return True
     return False
-  good = dtypes.is_integer(dtype) if integer else dtypes.is_float(dtype)
+  # A real parameter may be given as an integer array, as it may be given as a Python int.
+  good = dtypes.is_integer(dtype) if integer else dtypes.is_float(dtype) or dtypes.is_integer(dtype)
   return not p.require(good, f"{field} must be {kind}", f"{field}.dtype={dtypes.dtype_name(dtype)}")
 
 
@@ -88,7 +116,7 @@ def real_parameter(p: Problems, field: str, value: Any, batch: tuple[int, ...] |
   shape = tuple(np.shape(value))
   if batch is None or not _shape_fits(p, field, shape, batch):
     return None
-  return jnp.broadcast_to(jnp.asarray(value, jnp.float32), batch)
+  return _as_rows(value, jnp.float32, batch)
 
 
 def k_parameter(p: Problems, field: str, value: Any, batch: tuple[int, ...] | None, length: int) -> jax.Array | None:
@@ -110,7 +138,7 @@ def k_parameter(p: Problems, field: str, value: Any, batch: tuple[int, ...] | No
     array = jnp.asarray(value)
     top = np.array(length, np.int64).astype(array.dtype) if length <= np.iinfo(array.dtype).max else None
     clipped = jnp.where(array <= 0, 0, array if top is None else jnp.minimum(array, top)).astype(jnp.int32)
-  k = jnp.broadcast_to(jnp.asarray(clipped, jnp.int32), batch)
+  k = _as_rows(clipped, jnp.int32, batch)
   return jnp.where(k == 0, np.int32(length), k)
 
 

@@ -369,7 +369,7 @@ NOTES = {
   "float64 result; eps is float32's (float64's for float64).",
   "sampling": "Filters: bits against the check's own filters, every p (min_p) at least 1e-5 from each cumulative "
   "sum (weight) of its row. sample: the token is a kept entry, temperature 0 takes the first in the order, the same "
-  "key gives the same tokens on whole rows and on max_k candidates.",
+  "key gives the same tokens by the whole-row route (max_k=1) and on max_k candidates.",
 }
 
 

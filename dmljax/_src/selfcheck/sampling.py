@@ -7,7 +7,8 @@ at least ``MARGIN`` away from every cumulative sum (every weight) of its row: th
 
 ``sample`` is judged by properties that hold whatever the noise: the token is an entry the filters keep (above
 -inf; index 0 for a row with none), temperature 0 gives the first entry of the order, and the same key gives the
-same tokens on whole rows and on ``max_k`` candidates. Every parameter is per row.
+same tokens by the whole-row route (``max_k=1``: the whole-row search and draw for every row that keeps more than
+one entry) and on ``max_k`` candidates. Every parameter is per row.
 """
 
 from __future__ import annotations
@@ -208,7 +209,8 @@ def sample(dtype: np.dtype, seed: int) -> Plan:
     key = jax.random.key(seed)
     sk, sp, sm = small
     tokens = dml.sampling.sample(key, x, temperature=t, top_k=k, top_p=p, min_p=m)
-    whole = dml.sampling.sample(key, x, temperature=t, top_k=sk, top_p=sp, min_p=sm)
+    # max_k=1: every row that keeps more than its first entry is filtered and drawn by the whole-row route.
+    whole = dml.sampling.sample(key, x, temperature=t, top_k=sk, top_p=sp, min_p=sm, max_k=1)
     candidates = dml.sampling.sample(key, x, temperature=t, top_k=sk, top_p=sp, min_p=sm, max_k=MAX_K)
     return [tokens, whole, candidates, dml.sampling.sample(key, x, temperature=0.0)]
 
@@ -223,7 +225,10 @@ def sample(dtype: np.dtype, seed: int) -> Plan:
       return problem
     if not np.array_equal(whole, candidates):
       r = int(np.flatnonzero(whole != candidates)[0])
-      return f"sample, row {r}: token {candidates[r]} on max_k={MAX_K} candidates, {whole[r]} on whole rows (same key)"
+      return (
+        f"sample, row {r}: token {candidates[r]} on max_k={MAX_K} candidates, {whole[r]} by the whole-row route "
+        "(max_k=1, same key)"
+      )
     return None
 
   return Plan((x, temperature, k, p, m, small_k, small_p, small_m), compute, judge)
