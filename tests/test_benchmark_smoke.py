@@ -1,4 +1,4 @@
-"""Smoke run of the benchmark (``python -m benchmarks.run --quick``) on two workloads, and checks of every
+"""Smoke run of the benchmark (``python -m benchmarks.cpu.run --quick``) on two workloads, and checks of every
 framework adapter on every quick workload: it runs, its JSON and Markdown have the documented shape, the
 peers run at their defaults, a contender's error is reported, and a broken adapter fails here. Timings are
 never asserted (they belong to the benchmark).
@@ -20,10 +20,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import adapters_onnx, adapters_torch, run
-from benchmarks.adapters_jax import value
-from benchmarks.workload import Workload, normal
-from benchmarks.workloads import all_workloads
+from benchmarks.cpu import run
+from benchmarks.cpu.workloads import all_workloads
+from benchmarks.harness.adapters_jax import value
+from benchmarks.harness.workload import Workload, normal
+from benchmarks.peers import adapters_onnx, adapters_torch
 
 _STATS = {"median_s", "q1_s", "q3_s", "min_s", "max_s", "runs", "calls_per_run", "samples_s", "family"}
 _HAS_TORCH = importlib.util.find_spec("torch") is not None
