@@ -17,6 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cpu import matrix, matrix_rows
+from benchmarks.harness import results
 
 BEGIN, END = ".. speed-matrix-begin", ".. speed-matrix-end"  # the markers of the generated section
 
@@ -49,13 +50,16 @@ PHASE_FIELDS = {
 @pytest.fixture(scope="module")
 def short(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
   out = tmp_path_factory.mktemp("matrix")
-  report = matrix.main(["--short", "--quiet", "--out", str(out)])
+  summary = matrix.main(["--short", "--quiet", "--out", str(out)])
+  report = json.loads((out / "raw" / "matrix-cpu-short.json").read_text())  # with every workload's samples
+  assert results.load(out / "matrix-cpu-short.json") == results.summary(report, omit=("workloads",))
+  assert summary["summary"] == report["summary"]
   return report, out
 
 
 def test_short_run_writes_json_and_markdown_with_its_conditions(short: tuple[dict, Path]) -> None:
   _, out = short
-  data = json.loads((out / "matrix-cpu-short.json").read_text())
+  data = results.load(out / "matrix-cpu-short.json")
   assert data["schema"] == matrix.SCHEMA and data["settings"]["short"] is True
   conditions = data["conditions"]
   assert conditions["command"] == f"python -m benchmarks.cpu.matrix --short --quiet --out {out}"

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cpu import run
 from benchmarks.cpu.workloads import all_workloads
+from benchmarks.harness import results
 from benchmarks.harness.adapters_jax import value
 from benchmarks.harness.workload import Workload, normal
 from benchmarks.peers import adapters_onnx, adapters_torch
@@ -37,7 +38,12 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
   out = tmp_path_factory.mktemp("bench")
   only = r"^top_k f32 \S+ k=1$|SUM \S+ axis 1"
   run.main(["--quick", "--quiet", "--no-eager", "--only", only, "--out", str(out)])
-  return json.loads((out / f"{run.device_name()}-quick.json").read_text()), out
+  return json.loads((out / "raw" / f"{run.device_name()}-quick.json").read_text()), out  # with every sample
+
+
+def test_the_committed_file_is_the_summary_of_the_raw_record(report: tuple[dict, Path]) -> None:
+  data, out = report
+  assert results.load(out / f"{run.device_name()}-quick.json") == results.summary(data)
 
 
 def test_quick_run_writes_json_markdown_and_chart(report: tuple[dict, Path]) -> None:

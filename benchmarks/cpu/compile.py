@@ -10,7 +10,6 @@ form where the report lacks the workload), as for a new static parameter, median
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,14 +21,14 @@ import numpy as np
 from benchmarks import RESULTS
 from benchmarks.cpu import targets
 from benchmarks.cpu.workloads import all_workloads
-from benchmarks.harness import timing
+from benchmarks.harness import results, timing
 
 
 def native_forms(report: Path) -> dict[str, str]:
   """``{workload: native form of target 1}`` from a run-time report, or ``{}`` without one."""
   if not report.is_file():
     return {}
-  data = json.loads(report.read_text())
+  data = results.load(report)
   return {
     w["name"]: w["ratios"]["forward"]["jax"]["form"] for w in data["workloads"] if "jax" in w["ratios"]["forward"]
   }

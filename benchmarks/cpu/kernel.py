@@ -194,10 +194,11 @@ def main(argv: Sequence[str] | None = None) -> dict[int, dict[str, Any]]:
       print(f"{cores} core(s): {' '.join(command)}", file=sys.stderr)
       subprocess.run(command, check=True)
       runs[cores] = json.loads(out.read_text())
-  args.out.mkdir(parents=True, exist_ok=True)
+  from benchmarks.harness import results
+
   stem = "cpu-kernel" + ("-quick" if args.quick else "")
-  (args.out / f"{stem}.json").write_text(json.dumps({str(c): r for c, r in runs.items()}, indent=1) + "\n")
-  text = markdown(runs)
+  summary = results.write({str(c): r for c, r in runs.items()}, args.out, stem)  # samples under raw/
+  text = markdown({int(c): r for c, r in summary.items()})
   (args.out / f"{stem}.md").write_text(text + "\n")
   print(text)
   return runs

@@ -21,10 +21,12 @@ Caches are not flushed between samples unless ``--evict`` (4 MiB inputs, like on
 caches of a running model; flushing 128 MiB before each of the matrix's samples would double its time).
 
 Writes ``benchmarks/results/matrix-<device>.{md,json}`` (``-short`` for ``--short``; ``-partial`` for ``--only``;
-``--label`` names another suffix), with the machine, the ``uptime`` load, versions, commit and the exact command;
-a full run also rewrites the speed-matrix section of ``docs/performance.rst`` (``--no-docs``: not), and ``--render``
-rewrites both from a JSON without running anything. A run that
-starts with a 1-minute load of 1.5 or more is labelled "under load: decides nothing".
+``--label`` names another suffix), with the machine, the ``uptime`` load, versions, commit and the exact command:
+the JSON is the summary (rows, compile and model figures), the per-workload records with every sample go to
+``benchmarks/results/raw/`` (not committed), and the tables are written from the summary. A full run also rewrites
+the speed-matrix section of ``docs/performance.rst`` (``--no-docs``: not; ``--docs PATH``: another page), and
+``--render`` rewrites both from a summary without running anything. A run that starts with a 1-minute load of 1.5
+or more is labelled "under load: decides nothing".
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import json
 import os
 import re
 import shlex
@@ -50,7 +51,7 @@ from benchmarks import RESULTS, ROOT
 from benchmarks.cpu import matrix_models, matrix_report, targets
 from benchmarks.cpu.matrix_rows import Row, all_rows
 from benchmarks.cpu.report import device_name, environment
-from benchmarks.harness import timing
+from benchmarks.harness import results, timing
 from benchmarks.harness.measure import run_workload
 from benchmarks.harness.timing import Progress
 
@@ -260,24 +261,27 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   argv = list(sys.argv[1:] if argv is None else argv)
   args = parse_args(argv)
   if args.render is not None:
-    report = json.loads(args.render.read_text())
-    report["settings"].setdefault("model_target", MODEL_TARGET)  # older JSON files did not record it
-    report["summary"] = matrix_report.summary(report)
-    args.render.with_suffix(".md").write_text(matrix_report.markdown(report))
-    if not args.no_docs:
-      matrix_report.rewrite_docs(report, args.docs, _relative(args.render))
-    return report
+    return render(args.render, None if args.no_docs else args.docs)
   report = run(args, argv)
   out = args.out or RESULTS
-  out.mkdir(parents=True, exist_ok=True)
   stem = _stem(args)
-  (out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
-  (out / f"{stem}.md").write_text(matrix_report.markdown(report))
+  # The summary (rows, compile and model figures: no per-sample workload records) is what the tables come from.
+  results.write(report, out, stem, omit=("workloads",))
   full = not (args.short or args.only or args.label or args.no_docs)
-  if full and args.out is None:
-    matrix_report.rewrite_docs(report, args.docs, _relative(out / f"{stem}.json"))
+  summary = render(out / f"{stem}.json", args.docs if full and args.out is None else None)
   if not args.quiet:
-    print(matrix_report.markdown(report))
+    print(matrix_report.markdown(summary))
+  return summary
+
+
+def render(path: Path, docs: Path | None) -> dict[str, Any]:
+  """Rewrites the Markdown beside the summary at ``path`` (and the section of ``docs``) from the summary alone."""
+  report = results.load(path)
+  report["settings"].setdefault("model_target", MODEL_TARGET)  # older JSON files did not record it
+  report["summary"] = matrix_report.summary(report)
+  path.with_suffix(".md").write_text(matrix_report.markdown(report))
+  if docs is not None:
+    matrix_report.rewrite_docs(report, docs, _relative(path))
   return report
 
 

@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python -m benchmarks.cpu.run            # full sizes, writes benchmarks/results/<device>.{json,md,png}
+    python -m benchmarks.cpu.run            # full sizes: benchmarks/results/<device>.{json,md,png} (and raw/)
     python -m benchmarks.cpu.run --quick    # tiny sizes, a smoke run (well under a minute)
     python -m benchmarks.cpu.run --only top_k --repeats 20
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import re
 import sys
 from collections.abc import Sequence
@@ -44,11 +43,12 @@ from benchmarks.cpu.chart import chart
 from benchmarks.cpu.report import device_name, environment, markdown
 from benchmarks.cpu.targets import summarize
 from benchmarks.cpu.workloads import all_workloads
+from benchmarks.harness import results
 from benchmarks.harness.bandwidth import copy_bandwidth
 from benchmarks.harness.measure import run_workload
 from benchmarks.harness.timing import Progress
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: a summary beside its raw samples (benchmarks/harness/results.py)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -73,6 +73,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--label", default=None, help="suffix of the result files' names: <device>-<label>.json …")
   parser.add_argument("--quiet", action="store_true")
+  parser.add_argument(
+    "--render", type=Path, default=None, help="run nothing: redraw this summary's chart and rewrite its .md from it"
+  )
   args = parser.parse_args(argv)
   args.repeats = args.repeats or (10 if args.quick else 21)
   args.warmup = args.warmup or (2 if args.quick else 3)
@@ -99,15 +102,17 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
   args = parse_args(argv)
+  if args.render is not None:
+    return render(args.render, chart_too=not args.no_chart)
   workloads = [w for w in all_workloads(args.quick) if args.only is None or re.search(args.only, w.name)]
   progress = Progress(len(workloads) + 1, args.quiet)
   copy_shape = (256, 512) if args.quick else (4096, 4096)
-  results = []
+  records = []
   copy = None
   for n, w in enumerate(workloads):
     if copy is None and w.reduction_bytes:
       copy = copy_bandwidth(args, progress, copy_shape)
-    results.append(run_workload(w, args, progress, seed=args.seed + n))
+    records.append(run_workload(w, args, progress, seed=args.seed + n))
     progress.show(f"{w.name}: done", step=True)
   if copy is None:
     copy = copy_bandwidth(args, progress, copy_shape)
@@ -120,23 +125,38 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     "environment": environment(),
     "settings": _settings(args),
     "copy_bandwidth": copy,
-    "workloads": results,
+    "workloads": records,
   }
-  report["summary"] = summarize(results, copy)
+  report["summary"] = summarize(records, copy)
   out = args.out or RESULTS
-  out.mkdir(parents=True, exist_ok=True)
   stem = report["device_name"] + ("-quick" if args.quick else "") + (f"-{args.label}" if args.label else "")
-  if not args.no_chart:
-    try:
-      chart(report, out / f"{stem}.png")
-    except ImportError:
-      report["chart_error"] = "matplotlib is not installed: no chart"
-      print(report["chart_error"], file=sys.stderr)
-  (out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
-  (out / f"{stem}.md").write_text(markdown(report))
+  results.write(report, out, stem)  # the summary, and the samples under out/raw
+  summary = render(out / f"{stem}.json", chart_too=not args.no_chart)
   if not args.quiet:
-    print(markdown(report))
-  return report
+    print(markdown(summary))
+  return summary
+
+
+def render(path: Path, *, chart_too: bool = True) -> dict[str, Any]:
+  """The chart (``.png``) and the Markdown (``.md``) beside the summary at ``path``, drawn from the summary alone.
+
+  A summary of an older schema keeps its Markdown (written by the writer of its day, whose columns the current one
+  no longer has): only its chart is drawn.
+  """
+  summary = results.load(path)
+  if chart_too:
+    try:
+      chart(summary, path.with_suffix(".png"))
+    except ImportError:
+      summary["chart_error"] = "matplotlib is not installed: no chart"
+      print(summary["chart_error"], file=sys.stderr)
+  if summary.get("schema_version") == SCHEMA_VERSION:
+    path.with_suffix(".md").write_text(markdown(summary))
+  else:
+    print(
+      f"{path}: schema {summary.get('schema_version')}, not {SCHEMA_VERSION}: its Markdown is kept", file=sys.stderr
+    )
+  return summary
 
 
 if __name__ == "__main__":
