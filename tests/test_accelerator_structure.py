@@ -244,14 +244,15 @@ def test_skip_reasons_name_the_install_command() -> None:
     assert problem is None or "not installed" not in problem or availability.INSTALL in problem
 
 
-# dmljax.sampling (issue 23): the decode-step programs of benchmarks/sampling.py sort no row, compiled for each target.
+# dmljax.sampling (issue 23): the decode-step programs of benchmarks/sampling/bench.py sort no row, compiled for each
+# target.
 SAMPLING_ROWS = ((8, 32000),)  # 64 x 128256 holds too (checked once; 4 min of TPU compile, left out of CI)
 
 
 def _sampling_summaries(target: str, batch: int, vocab: int) -> dict[str, Any]:
   import dmljax as dml
-  from benchmarks import sampling
   from benchmarks.compiled import devices, program
+  from benchmarks.sampling import bench as sampling
 
   device = devices.devices(target)[0]
   x = devices.place((batch, vocab), "float32", device)

@@ -1,4 +1,4 @@
-"""The speed matrix (``python -m benchmarks.matrix``) keeps working: its short mode runs, and its JSON, Markdown and
+"""The speed matrix (``python -m benchmarks.cpu.matrix``) keeps working: its short mode runs, and its JSON, Markdown and
 documentation section have the documented shape, every row with both timings and both temporary-byte figures.
 The full matrix's rows are checked for breadth without timing them. Timings are never asserted (they belong to the
 benchmark: a run on a shared machine decides nothing).
@@ -16,7 +16,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import matrix, matrix_report, matrix_rows
+from benchmarks.cpu import matrix, matrix_rows
+from benchmarks.harness import results
+
+BEGIN, END = ".. speed-matrix-begin", ".. speed-matrix-end"  # the markers of the generated section
 
 PHASE_FIELDS = {
   "name",
@@ -47,16 +50,19 @@ PHASE_FIELDS = {
 @pytest.fixture(scope="module")
 def short(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
   out = tmp_path_factory.mktemp("matrix")
-  report = matrix.main(["--short", "--quiet", "--out", str(out)])
+  summary = matrix.main(["--short", "--quiet", "--out", str(out)])
+  report = json.loads((out / "raw" / "matrix-cpu-short.json").read_text())  # with every workload's samples
+  assert results.load(out / "matrix-cpu-short.json") == results.summary(report, omit=("workloads",))
+  assert summary["summary"] == report["summary"]
   return report, out
 
 
 def test_short_run_writes_json_and_markdown_with_its_conditions(short: tuple[dict, Path]) -> None:
   _, out = short
-  data = json.loads((out / "matrix-cpu-short.json").read_text())
+  data = results.load(out / "matrix-cpu-short.json")
   assert data["schema"] == matrix.SCHEMA and data["settings"]["short"] is True
   conditions = data["conditions"]
-  assert conditions["command"] == f"python -m benchmarks.matrix --short --quiet --out {out}"
+  assert conditions["command"] == f"python -m benchmarks.cpu.matrix --short --quiet --out {out}"
   assert re.match(r"[0-9a-f]{12}|unknown", conditions["commit"])
   assert "load average" in conditions["uptime_start"] and "load average" in conditions["uptime_end"]
   assert isinstance(conditions["under_load"], bool) and conditions["wall_s"] > 0
@@ -113,15 +119,18 @@ def test_docs_section_is_valid_rst_and_replaces_only_the_marked_block(short: tup
   docutils_core = pytest.importorskip("docutils.core")
   report, _ = short
   real = (Path(__file__).resolve().parents[1] / "docs" / "performance.rst").read_text()
-  assert real.count(matrix_report.BEGIN) == 1 and real.count(matrix_report.END) == 1
+  assert real.count(BEGIN) == 1 and real.count(END) == 1
   rst = tmp_path / "performance.rst"
   rst.write_text(real)
-  matrix_report.rewrite_docs(report, rst, "benchmarks/results/matrix-cpu-short.json")
+  saved = tmp_path / "matrix-cpu-short.json"
+  saved.write_text(json.dumps(report))
+  matrix.main(["--render", str(saved), "--docs", str(rst)])  # through the entry point, as a user rewrites it
   text = rst.read_text()
-  before, after = real.split(matrix_report.BEGIN), text.split(matrix_report.BEGIN)
-  assert before[0] == after[0] and before[1].split(matrix_report.END)[1] == after[1].split(matrix_report.END)[1]
-  block = matrix_report.rst_block(report, "benchmarks/results/matrix-cpu-short.json")
-  assert block in text and report["conditions"]["command"] in " ".join(block.split())  # paragraphs are wrapped
+  before, after = real.split(BEGIN), text.split(BEGIN)
+  assert before[0] == after[0] and before[1].split(END)[1] == after[1].split(END)[1]
+  block = after[1].split(END)[0].split("\n", 1)[1]  # the generated lines between the markers' lines
+  assert report["conditions"]["command"] in " ".join(block.split())  # paragraphs are wrapped
+  assert saved.name in " ".join(block.split())
   overrides = {"halt_level": 2, "report_level": 2}  # warnings are errors, as sphinx-build -W
   docutils_core.publish_doctree(block, settings_overrides=overrides)
 

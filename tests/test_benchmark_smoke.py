@@ -1,4 +1,4 @@
-"""Smoke run of the benchmark (``python -m benchmarks.run --quick``) on two workloads, and checks of every
+"""Smoke run of the benchmark (``python -m benchmarks.cpu.run --quick``) on two workloads, and checks of every
 framework adapter on every quick workload: it runs, its JSON and Markdown have the documented shape, the
 peers run at their defaults, a contender's error is reported, and a broken adapter fails here. Timings are
 never asserted (they belong to the benchmark).
@@ -20,10 +20,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import adapters_onnx, adapters_torch, run
-from benchmarks.adapters_jax import value
-from benchmarks.workload import Workload, normal
-from benchmarks.workloads import all_workloads
+from benchmarks.cpu import run
+from benchmarks.cpu.workloads import all_workloads
+from benchmarks.harness import results
+from benchmarks.harness.adapters_jax import value
+from benchmarks.harness.workload import Workload, normal
+from benchmarks.peers import adapters_onnx, adapters_torch
 
 _STATS = {"median_s", "q1_s", "q3_s", "min_s", "max_s", "runs", "calls_per_run", "samples_s", "family"}
 _HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -36,7 +38,12 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
   out = tmp_path_factory.mktemp("bench")
   only = r"^top_k f32 \S+ k=1$|SUM \S+ axis 1"
   run.main(["--quick", "--quiet", "--no-eager", "--only", only, "--out", str(out)])
-  return json.loads((out / f"{run.device_name()}-quick.json").read_text()), out
+  return json.loads((out / "raw" / f"{run.device_name()}-quick.json").read_text()), out  # with every sample
+
+
+def test_the_committed_file_is_the_summary_of_the_raw_record(report: tuple[dict, Path]) -> None:
+  data, out = report
+  assert results.load(out / f"{run.device_name()}-quick.json") == results.summary(data)
 
 
 def test_quick_run_writes_json_markdown_and_chart(report: tuple[dict, Path]) -> None:

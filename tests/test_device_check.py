@@ -1,4 +1,4 @@
-"""``benchmarks/device_check.sh``, the one command for a GPU or TPU, in the short mode it takes on a CPU.
+"""``benchmarks/device/check.sh``, the one command for a GPU or TPU, in the short mode it takes on a CPU.
 
 The run imports dmljax from the checkout (``--no-install``: the install builds the C++ kernel, a minute of its own);
 nothing here times anything.
@@ -12,7 +12,7 @@ import pathlib
 import subprocess
 import sys
 
-from benchmarks import device_check
+from benchmarks.device import check as device_check
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -21,7 +21,7 @@ def test_the_short_run_writes_its_tables_and_exits_0(tmp_path: pathlib.Path) -> 
   env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
   env["PYTHON"] = sys.executable
   out = tmp_path / "out"
-  command = ["bash", str(ROOT / "benchmarks" / "device_check.sh"), str(out), "--no-install", "--quiet"]
+  command = ["bash", str(ROOT / "benchmarks" / "device" / "check.sh"), str(out), "--no-install", "--quiet"]
   done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, env=env, cwd=tmp_path)
   log = (out / "log.txt").read_text() if (out / "log.txt").exists() else ""
   assert done.returncode == 0, done.stdout + done.stderr + log

@@ -20,8 +20,8 @@ def test_onnx_routing_example():
 
 
 def test_onnx_overhead_benchmark_smoke():
-  """benchmarks/onnx_overhead.py on a tiny workload: same optimized XLA program, same outputs, a finite ratio."""
-  path = EXAMPLE.parent.parent / "benchmarks" / "onnx_overhead.py"
+  """benchmarks/peers/onnx_overhead.py on a tiny workload: same optimized XLA program, same outputs, a finite ratio."""
+  path = EXAMPLE.parent.parent / "benchmarks" / "peers" / "onnx_overhead.py"
   spec = importlib.util.spec_from_file_location("benchmarks_onnx_overhead", path)
   assert spec is not None and spec.loader is not None
   module = importlib.util.module_from_spec(spec)

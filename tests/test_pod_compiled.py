@@ -1,4 +1,4 @@
-"""benchmarks/pod_compiled.py on the smallest slice (16 chips of a TPU v5e), compiled without the hardware.
+"""benchmarks/compiled/pod.py on the smallest slice (16 chips of a TPU v5e), compiled without the hardware.
 
 The script compiles the sharded decode top-k and argmax workloads for ``v5e:4x4`` and writes its report; the
 tests read the report's JSON: dmljax's collectives hold at most k (top_k) or one (argmax) candidate per shard
@@ -27,7 +27,7 @@ SLICE = "v5e:4x4"
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-  from benchmarks import pod_compiled
+  from benchmarks.compiled import pod as pod_compiled
 
   out = tmp_path_factory.mktemp("pod")
   assert pod_compiled.main(["--slices", SLICE, "--only", "top_k|argmax", "--out", str(out)]) == 0
@@ -63,7 +63,7 @@ def test_dmljax_moves_only_candidates(report: dict[str, Any], workload: str, k: 
 
 @pytest.mark.parametrize("workload", ["argmax,", "argmax(logits / T)"])
 def test_sharded_argmax_is_no_slower_than_jnp_argmax(report: dict[str, Any], workload: str) -> None:
-  from benchmarks import pod_compiled
+  from benchmarks.compiled import pod as pod_compiled
 
   natives = {r["axes"]: r for r in _rows(report, workload, "jnp.argmax")}
   for row in _rows(report, workload, "dmljax"):

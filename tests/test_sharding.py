@@ -179,7 +179,7 @@ def test_chunked_selection_on_automatic_axes(
 
   The non-CPU branch, forced on CPU: the sequences (16 or 8 long here) are cut in gcd(length, 8 devices) = 8
   chunks, and the result is the unsharded one. (XLA:CPU never partitions a TopK, so the bytes this moves on
-  CPU say nothing about a TPU; benchmarks/tpu_automatic_mesh.py measures them compiled for one.)
+  CPU say nothing about a TPU; benchmarks/compiled/tpu_automatic_mesh.py measures them compiled for one.)
   """
   del name, batch_dim
   shardings = tuple(NamedSharding(_mesh("auto"), s) for s in specs)

@@ -1,4 +1,4 @@
-"""top_k on automatic mesh axes, compiled (not run) for a TPU slice: benchmarks/tpu_automatic_mesh.py.
+"""top_k on automatic mesh axes, compiled (not run) for a TPU slice: benchmarks/compiled/tpu_automatic_mesh.py.
 
 Runs where libtpu is installed (``pip install "jax[tpu]"`` at jax's version: no TPU needed), and is skipped
 elsewhere. XLA cannot call custom_partitioning's Python rule on TPUs, so there dmljax selects in
@@ -24,7 +24,16 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def report() -> dict:
   # As a module from the repository's root: the process imports this checkout's dmljax.
-  command = [sys.executable, "-m", "benchmarks.tpu_automatic_mesh", "--topology", "v5e:2x4", "--shape", "64", "32768"]
+  command = [
+    sys.executable,
+    "-m",
+    "benchmarks.compiled.tpu_automatic_mesh",
+    "--topology",
+    "v5e:2x4",
+    "--shape",
+    "64",
+    "32768",
+  ]
   done = subprocess.run([*command, "--k", "8"], capture_output=True, text=True, timeout=600, check=False, cwd=ROOT)
   assert done.returncode == 0, done.stdout + done.stderr
   return json.loads(done.stdout.strip().splitlines()[-1])

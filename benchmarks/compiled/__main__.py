@@ -4,7 +4,7 @@ Compiles every benchmark workload (dmljax and its native JAX forms, full sizes, 
 and for TPU v5e and v6e without the hardware, and writes ``h100-compiled.md`` and ``tpu-compiled.md`` (with a
 JSON beside each) into ``benchmarks/results``. Everything runs in this one process (a TPU compiler start
 costs seconds); a full run takes about 11 minutes on two cores. ``--matrix`` compiles the speed matrix's reduce,
-one_hot and gather_nd rows instead (``benchmarks/matrix_rows.py``) into ``matrix-h100-compiled.md`` and
+one_hot and gather_nd rows instead (``benchmarks/cpu/matrix_rows.py``) into ``matrix-h100-compiled.md`` and
 ``matrix-tpu-compiled.md``.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,14 +37,15 @@ def main(argv: Sequence[str] | None = None) -> int:
       return 2
 
   from benchmarks.compiled import report, suite
+  from benchmarks.harness import timing
 
-  start = time.perf_counter()
+  clock = timing.Stopwatch()
   selected = suite.cases(args.only, matrix=args.matrix)
   results = {target: suite.compile_all(target, selected) for target in targets}
   prefix = "matrix-" if args.matrix else ""
   for path in report.write(results, args.out or report.RESULTS, args.only, prefix=prefix):
     print(path)
-  print(f"{sum(len(r) for r in results.values())} programs in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+  print(f"{sum(len(r) for r in results.values())} programs in {clock.seconds():.0f} s", file=sys.stderr)
   return 0
 
 

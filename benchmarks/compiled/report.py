@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks import RESULTS
 from benchmarks.compiled import availability, devices, roofline
 from benchmarks.compiled.suite import Row
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 TITLES = {"tpu-v5e": "TPU v5e (one chip, v5e:1x1)", "tpu-v6e": "TPU v6e (one chip, v6e:1x1)"}
 
 

@@ -1,4 +1,4 @@
-"""Every benchmark workload (``benchmarks.workloads.all_workloads``, full sizes, forward pass) compiled per target.
+"""Every benchmark workload (``benchmarks.cpu.workloads.all_workloads``, full sizes, forward pass) compiled per target.
 
 Each workload gives its dmljax call and its native JAX forms; each is compiled on inputs of the workload's
 shapes placed on the target's compile-only device and summarized (:mod:`benchmarks.compiled.program`).
@@ -11,7 +11,6 @@ import dataclasses
 import math
 import re
 import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy as np
 
 from benchmarks.compiled import devices, program
 from benchmarks.compiled.program import Summary
+from benchmarks.harness import timing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +73,7 @@ def _matrix_row_length(axis: str, group: str, shape: tuple[int, ...]) -> int | N
 
 def matrix_cases(only: str | None = None) -> list[Case]:
   """The speed matrix's reduce, one_hot and gather_nd rows (full sizes, large and small; float64 rows aside)."""
-  from benchmarks.matrix_rows import all_rows
+  from benchmarks.cpu.matrix_rows import all_rows
 
   found = []
   for r in all_rows(short=False):
@@ -93,7 +93,7 @@ def cases(only: str | None = None, matrix: bool = False) -> list[Case]:
   """
   if matrix:
     return matrix_cases(only)
-  from benchmarks.workloads import all_workloads
+  from benchmarks.cpu.workloads import all_workloads
 
   found = []
   for workload in all_workloads(quick=False):
@@ -122,12 +122,12 @@ def compile_case(case: Case, device: Any) -> list[Row]:
   rows = []
   for label, fn in case.programs.items():
     specs = [devices.place(shape, dtype, device) for shape, dtype in case.inputs]
-    start = time.perf_counter()
+    clock = timing.Stopwatch()
     try:
       rows.append(Row(case.name, label, program.compile_and_summarize(fn, *specs, row=case.row)))
     except Exception as failure:  # one program failing to compile is a finding, not a stop
       rows.append(Row(case.name, label, None, error=str(failure).splitlines()[0][:200]))
-    _log(f"  {case.name} / {label}: {time.perf_counter() - start:.1f} s")
+    _log(f"  {case.name} / {label}: {clock.seconds():.1f} s")
   natives = [r for r in rows[1:] if r.summary is not None and r.summary.estimate_s is not None]
   if natives:
     best = min(natives, key=lambda r: r.summary.estimate_s if r.summary and r.summary.estimate_s else 0.0)

@@ -1,0 +1,1 @@
+"""What is timed on a CPU and how it is scored: the workload tables, the benchmark run, the speed matrix."""
