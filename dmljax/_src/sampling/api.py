@@ -21,8 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from dmljax._src import rowwise
 from dmljax._src.errors import Problems
-from dmljax._src.sampling import draw, filters, noise, params, rowwise
+from dmljax._src.sampling import draw, filters, noise, params
 
 
 def _masked(logits: jax.Array, keep: jax.Array) -> jax.Array:

@@ -14,7 +14,7 @@ masks and for ``sample`` alike:
 3. only the rows whose prefix is unknown, among those that need it (a mask needs every row's; ``sample``
    only the sampled rows whose kept set is not within the candidates: greedy rows never), are searched whole
    (:mod:`.search`), under one :func:`jax.lax.cond` with a scalar predicate (also under ``jax.vmap``:
-   :mod:`.rowwise`), so it costs nothing when no row needs it. What crosses the ``cond`` is a cut per row.
+   :mod:`dmljax._src.rowwise`), so it costs nothing when no row needs it. What crosses the ``cond`` is a cut per row.
 
 Per-row parameters may carry leading axes the logits lack (``jax.vmap`` over a parameter with shared logits):
 everything per row broadcasts, and the whole-row passes read the one copy of the logits.
