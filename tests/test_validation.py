@@ -503,8 +503,10 @@ CASES = [
     "fn_top_k_complex",
     lambda x: dml.top_k(x, 1),
     (S((3, 4), np.dtype(np.complex64)),),
-    ("top_k: top_k needs real x (complex numbers have no order; jax.lax.top_k refuses them too): pass jnp.abs(x) "
-     "to order by magnitude, or x.real; got x.dtype=complex64",),
+    (
+      "top_k: top_k needs real x (complex numbers have no order; jax.lax.top_k refuses them too): pass jnp.abs(x) "
+      "to order by magnitude, or x.real; got x.dtype=complex64",
+    ),
   ),
   Case(
     "fn_argmin_repeated_axes",
@@ -601,8 +603,10 @@ CASES = [
     "fn_one_hot_bool_indices",
     lambda i, v: dml.one_hot(i, 3, on_value=v[1], off_value=v[0]),
     (S((4,), np.dtype(bool)), S((2,), F32)),
-    ("one_hot: indices must have an integer dtype (bool is no index; jax.nn.one_hot refuses it too): pass "
-     "indices.astype(jnp.int32); got indices.dtype=bool",),
+    (
+      "one_hot: indices must have an integer dtype (bool is no index; jax.nn.one_hot refuses it too): pass "
+      "indices.astype(jnp.int32); got indices.dtype=bool",
+    ),
   ),
   Case(
     # jax.nn.one_hot's layout: the output has rank indices.ndim + 1, and axis is one of its axes.
@@ -821,7 +825,9 @@ def test_size_0_dimensions_are_refused_on_the_descriptor_path_and_by_gather_nd()
   for fn, args, fragment in cases:
     with pytest.raises(dml.DescriptorError, match=re.escape(fragment)):
       jax.eval_shape(fn, *args)
-  with pytest.raises(dml.DescriptorError, match=re.escape("input_tensor.sizes must all be >= 1 (DirectML has no size-0")):
+  with pytest.raises(
+    dml.DescriptorError, match=re.escape("input_tensor.sizes must all be >= 1 (DirectML has no size-0")
+  ):
     dml.ReduceDesc.from_inputs("sum", dml.TensorDesc(np.float32, (0, 3)), axes=(0,))
 
 

@@ -919,6 +919,8 @@ def reduce(
   canonical = canonical_function(p, "function", function)
   index = dtypes.canonical_index_dtype(p, "index_dtype", index_dtype)
   canonical_axes = types = None
+  if array is not None and canonical is None:  # the axes' own rules, whatever the function
+    axes_lib.canonical_axes(p, "axis", axis, array.ndim, allow_negative=True, allow_empty=True)
   if array is not None and canonical is not None:
     types = functional_types(p, np.dtype(array.dtype), canonical, promote_integers=bool(promote_integers))
     if canonical in _ARG_FUNCTIONS:
