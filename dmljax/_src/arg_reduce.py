@@ -281,14 +281,14 @@ def _last_on_ties(p: Problems, name: str, ties: Any, direction: Any) -> bool:
 
 
 def functional_axes(
-  p: Problems, name: str, shape: tuple[int, ...], axes: Any, index_dtype: np.dtype | None
+  p: Problems, name: str, shape: tuple[int, ...], axes: Any, index_dtype: np.dtype | None, *, allow_empty: bool
 ) -> tuple[int, ...] | None:
-  """The functional path's rules for an arg-reduction (also REDUCE's ARGMAX/ARGMIN): any rank, ``None`` every axis
-  (of a rank-0 array: its one element), one or more distinct axes, each of size 1 or more, whose flat index
-  ``index_dtype`` can hold."""
+  """The functional path's rules for an arg-reduction: any rank, ``None`` every axis (of a rank-0 array: its one
+  element), distinct axes (one or more unless ``allow_empty``: REDUCE's ARGMAX/ARGMIN of no axes index each element
+  on its own), each of size 1 or more, whose flat index ``index_dtype`` can hold."""
   if not shape and axes is None:
     return ()
-  canonical = axes_lib.canonical_axes(p, "axis", axes, len(shape), allow_negative=True, allow_empty=False)
+  canonical = axes_lib.canonical_axes(p, "axis", axes, len(shape), allow_negative=True, allow_empty=allow_empty)
   if canonical is None:
     return None
   statement = (
@@ -320,7 +320,7 @@ def _functional(
   canonical_index = dtypes.canonical_index_dtype(p, "index_dtype", index_dtype)
   canonical_axes = None
   if array is not None and require_ordered(p, name, np.dtype(array.dtype)):
-    canonical_axes = functional_axes(p, name, array.shape, axes, canonical_index)
+    canonical_axes = functional_axes(p, name, array.shape, axes, canonical_index, allow_empty=False)
   p.raise_if_any()
   assert array is not None and canonical_axes is not None and canonical_index is not None
   return functional_arg_extreme(array, canonical_axes, find_max, last, canonical_index, bool(keepdims))

@@ -925,7 +925,8 @@ def reduce(
     types = functional_types(p, np.dtype(array.dtype), canonical, promote_integers=bool(promote_integers))
     if canonical in _ARG_FUNCTIONS:
       if arg_reduce.require_ordered(p, canonical.name.lower(), np.dtype(array.dtype)):
-        canonical_axes = arg_reduce.functional_axes(p, canonical.name.lower(), array.shape, axis, index)
+        name = canonical.name.lower()
+        canonical_axes = arg_reduce.functional_axes(p, name, array.shape, axis, index, allow_empty=True)
     else:
       canonical_axes = axes_lib.canonical_axes(p, "axis", axis, array.ndim, allow_negative=True, allow_empty=True)
       if canonical_axes is not None and canonical in _EXTREMES:
