@@ -732,8 +732,8 @@ def functional_types(
 ) -> tuple[np.dtype, np.dtype] | None:
   """The type the implementation computes in and the result type, by ``jnp``'s rules; records refusals.
 
-  SUM, MULTIPLY, L1 and SUM_SQUARE give ``jnp.sum``'s type (bool counts as the default integer; with
-  ``promote_integers``, narrower integers widen to the default); AVERAGE, L2, LOG_SUM and LOG_SUM_EXP give
+  SUM, MULTIPLY, L1 and SUM_SQUARE give ``jnp.sum``'s type (bool counts as int32; with ``promote_integers``,
+  integers narrower than the default integer widen to it); AVERAGE, L2, LOG_SUM and LOG_SUM_EXP give
   ``jnp.mean``'s (bool and integers become floating), unless ``promote_integers=False`` asks for DirectML's
   integer rule, where they have no integer form; MAX/MIN keep the type (bool computed as uint8).
   """
@@ -862,8 +862,8 @@ def reduce(
   (unsigned: the default unsigned), as ``jnp.sum``; AVERAGE, L2, LOG_SUM and
   LOG_SUM_EXP of bool and integers give float32 (float64 for 64-bit integers),
   as ``jnp.mean``; ``promote_integers=False`` keeps DirectML's rule (integer
-  results in the input's type, wrapping; no integer AVERAGE, L2, LOG_SUM or
-  LOG_SUM_EXP). Integers are reduced in the result type and wrap there;
+  results in the input's type, wrapping, bool's in int32, as ``jnp.sum``; no
+  integer AVERAGE, L2, LOG_SUM or LOG_SUM_EXP). Integers are reduced in the result type and wrap there;
   float16 and bfloat16 accumulate in float32 and round once at the end.
   A block with no elements gives SUM's 0, MULTIPLY's 1, AVERAGE's NaN and
   LOG_SUM/LOG_SUM_EXP's -inf, as ``jnp``; MAX, MIN, ARGMAX and ARGMIN need
