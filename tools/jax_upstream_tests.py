@@ -29,6 +29,7 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+from typing import Any
 
 TOOLS = Path(__file__).resolve().parent
 
@@ -105,7 +106,7 @@ def _documented(test: str, message: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
   parser.add_argument("jax", type=Path, help="a checkout of JAX (its root, or its tests folder)")
   parser.add_argument("--cases", type=int, default=10, help="JAX_NUM_GENERATED_CASES (default 10)")
   parser.add_argument("--x64", choices=("off", "on", "both"), default="both")
@@ -117,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.error(f"{tests} holds no JAX tests (lax_numpy_reducers_test.py)")
   settings = {"off": (False,), "on": (True,), "both": (False, True)}[args.x64]
   chosen = [s for s in SELECTIONS if not args.only or s.name in args.only]
-  rows, unexplained = [], 0
+  rows: list[dict[str, Any]] = []
+  unexplained = 0
   with tempfile.TemporaryDirectory() as scratch:
     for selection in chosen:
       for x64 in settings:
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         swapped = _run(tests, selection, x64, args.cases, True, Path(scratch))
         on_jax = sorted(t for t, o in plain.outcomes.items() if o == "passed")
         both = [t for t in on_jax if swapped.outcomes.get(t) == "passed"]
-        lost = []
+        lost: list[dict[str, Any]] = []
         for test in on_jax:
           if swapped.outcomes.get(test) != "passed":
             message = swapped.messages.get(test, swapped.outcomes.get(test, "not run"))
@@ -146,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{selection.name:16} x64 {setting}  JAX {len(on_jax):4}  dmljax {len(both):4}", flush=True)
         for item in lost:
           print(f"    {item['reason'] or 'UNEXPLAINED'}: {item['test']}: {item['message'][:160]}")
-  sent = {}
+  sent: dict[str, int] = {}
   for row in rows:
     for key, count in row["calls"].items():
       sent[key] = sent.get(key, 0) + count
