@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import pathlib
 import re
 import types
@@ -33,6 +34,19 @@ DML_NUMPY = {
 NUMPY_DML = {dtype: name for name, dtype in DML_NUMPY.items()}
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+
+
+def peer(name: str) -> types.ModuleType:
+  """The module ``name`` of a peer (ONNX, ONNX Runtime, PyTorch, ...), or a skip of the calling test module saying
+  which extra installs it: the default run needs only the ``test`` extra, CI installs the peers too."""
+  import pytest
+
+  return pytest.importorskip(name, reason=f"needs {name.split('.')[0]}: pip install '.[peers]'")
+
+
+def long_profile() -> bool:
+  """Whether this run is the long profile (``python -m pytest -m long``; see conftest.py): ``deep`` tests go deeper."""
+  return os.environ.get("DMLJAX_TEST_PROFILE") == "long"
 
 
 def ties(direction: Any) -> str:

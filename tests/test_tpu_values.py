@@ -199,6 +199,7 @@ def _check_selection(x: np.ndarray, k: int, direction: str, values: Any, indices
     np.testing.assert_array_equal(bits(values), bits(want_values), err_msg=direction)
 
 
+@pytest.mark.sample(0)  # every value of each parameter once by default; the whole product with -m long
 @pytest.mark.parametrize("dtype", SELECTION_TYPES, ids=str)
 @pytest.mark.parametrize(("shape", "k"), SELECTION_CASES, ids=lambda c: str(c))
 def test_the_tpu_strategy_is_exact(dtype: np.dtype, shape: tuple[int, ...], k: int) -> None:
