@@ -118,6 +118,10 @@ def assert_bitwise_equal(actual: Any, expected: Any, msg: str = "") -> None:
   actual, expected = np.asarray(actual), np.asarray(expected)
   assert actual.dtype == expected.dtype, f"{msg}: dtype {actual.dtype} != {expected.dtype}"
   assert actual.shape == expected.shape, f"{msg}: shape {actual.shape} != {expected.shape}"
+  if actual.dtype.kind == "c":  # the real and the imaginary parts, each by its bits
+    assert_bitwise_equal(actual.real, expected.real, f"{msg} (real part)")
+    assert_bitwise_equal(actual.imag, expected.imag, f"{msg} (imaginary part)")
+    return
   mismatch = bits(actual) != bits(expected)
   assert not mismatch.any(), (
     f"{msg}: {int(mismatch.sum())} of {mismatch.size} elements differ; first at "

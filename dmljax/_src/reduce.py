@@ -780,7 +780,7 @@ def _functional_reduce(
     return arg_reduce.functional_arg_extreme(x, axes, find_max, False, index_dtype, keepdims)
   if x.size == 0:  # no element to read: every block is empty (the function's empty value) or there is no block
     return jnp.full(out_shape, _EMPTY_VALUE.get(function, 0), result)
-  x = x.astype(work)
+  x = x if x.dtype == work else x.astype(work)
   if dtypes.is_complex(work) and function in _EXTREMES:
     return _complex_extreme(x, axes, function == F.MAX).reshape(out_shape)
   folded, folded_axes = axes_lib.fold_reduction(x, axes)
