@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import numpy as np
@@ -237,7 +237,8 @@ def gather(dtype: np.dtype, seed: int) -> Plan:
 
 
 def one_hot(dtype: np.dtype, seed: int) -> Plan:
-  """one_hot with on and off values of special bit patterns, every index policy (negative, out of range)."""
+  """one_hot with on and off values of special bit patterns, every index policy (negative, out of range), under
+  both rules for a negative index (off, as ``jax.nn.one_hot``; counted from the end, as DirectML)."""
   rng = np.random.default_rng(seed)
   pool = inputs.special_bits(dtype)
   # A negative NaN with a payload on, another NaN (signalling where the type has one) off; -0.0 and +0.0 where the
@@ -247,10 +248,18 @@ def one_hot(dtype: np.dtype, seed: int) -> Plan:
   on, off = (reference.from_bits(np.array([b], np.uint64), dtype) for b in (on_bits, off_bits))
   depth = 7
   indices = rng.integers(-depth - 2, depth + 2, size=40).astype(np.int32)
-  hot = reference.hot_positions(indices, depth)
-  want = np.where(np.arange(depth) == hot[:, None], np.uint64(on_bits), np.uint64(off_bits))
+  wants = {
+    rule: np.where(
+      np.arange(depth) == reference.hot_positions(indices, depth, from_end=rule == "from_end")[:, None],
+      np.uint64(on_bits),
+      np.uint64(off_bits),
+    )
+    for rule in ("off", "from_end")
+  }
+  rules: tuple[Literal["off", "from_end"], ...] = ("off", "from_end")
 
-  def judge(got: Any) -> str | None:
+  def judge_one(rule: str, got: Any) -> str | None:
+    want = wants[rule]
     got = np.asarray(got)
     problem = _same_type("one_hot", got, dtype, want.shape)
     if problem:
@@ -260,13 +269,22 @@ def one_hot(dtype: np.dtype, seed: int) -> Plan:
       at = tuple(bad[0])
       shown = _shown(reference.bits_of(got)[at], dtype)
       expected = _shown(want[at], dtype)
-      return f"one_hot of index {int(indices[at[0]])}, position {int(at[1])}: bits {shown}; expected {expected}"
+      return (
+        f"one_hot (negative_indices={rule!r}) of index {int(indices[at[0]])}, position {int(at[1])}: bits {shown}; "
+        f"expected {expected}"
+      )
     return None
+
+  def compute(indices: Any, on: Any, off: Any) -> list[Any]:
+    return [
+      dml.one_hot(indices, depth, on_value=on[0], off_value=off[0], dtype=dtype, negative_indices=rule)
+      for rule in rules
+    ]
 
   return Plan(
     (indices, on, off),
-    lambda indices, on, off: dml.one_hot(indices, depth, on_value=on[0], off_value=off[0], dtype=dtype),
-    judge,
+    compute,
+    lambda outputs: next((p for p in map(judge_one, rules, outputs) if p), None),
   )
 
 
