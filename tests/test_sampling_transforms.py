@@ -45,7 +45,9 @@ MAPPED = {
 }
 
 
-@pytest.mark.parametrize("mapped", list(MAPPED))
+@pytest.mark.parametrize(
+  "mapped", [m if m in ("keys", "k") else pytest.param(m, marks=pytest.mark.long) for m in MAPPED]
+)
 def test_vmap_over_each_argument_alone_gives_the_unmapped_bits(mapped: str) -> None:
   values, position = MAPPED[mapped]
   args: list[Any] = [jax.random.key(0), ROWS, K, P, T]
@@ -69,7 +71,7 @@ def test_vmap_over_each_argument_alone_gives_the_unmapped_bits(mapped: str) -> N
         assert_bitwise_equal(a[i], b)
 
 
-@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("x64", [False, pytest.param(True, marks=pytest.mark.long)])
 def test_exported_programs_give_the_same_bits(x64: bool) -> None:
   with jax.enable_x64(x64):
     key = jax.random.key(3)
