@@ -177,6 +177,7 @@ ENTRY_POINTS = (
   "benchmarks.compiled.gpu_selection",
   "benchmarks.compiled.sharded_top_k",
   "benchmarks.sampling.bench",
+  "benchmarks.sampling.compiled",
   "benchmarks.device.check",
   "benchmarks.device.bench",
 )
