@@ -206,6 +206,31 @@ def record(fn: Callable[..., Any], *args: Any) -> Path:
   return Path(branches, trips, dict(recorder.entered))
 
 
+@contextlib.contextmanager
+def inlined(branch: int) -> Iterator[None]:
+  """Within the block, ``jax.lax.cond`` is its branch ``branch`` (1 the true one, 0 the false one), called directly.
+
+  A program traced and compiled in the block is the program of one path, without its conditionals: XLA's TPU
+  compiler gives no ``optimal_seconds`` for a program with a conditional, and does for each of these. dmljax's
+  conditionals are ``lax.cond(any row needs it, the work, skip)``: branch 0 is the path that skips the work.
+  """
+  import jax
+
+  real = jax.lax.cond
+
+  def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *operands: Any, **kw: Any) -> Any:
+    del pred, kw
+    return (true_fun if branch == 1 else false_fun)(*operands)
+
+  jax.clear_caches()
+  jax.lax.cond = cond
+  try:
+    yield
+  finally:
+    jax.lax.cond = real
+    jax.clear_caches()
+
+
 # --- the tree of a compiled program ------------------------------------------------------------------------------
 
 
@@ -445,7 +470,7 @@ def describe(node: Node, path: Path, *, gpu: bool) -> list[dict[str, Any]]:
       }
     )
   for loop in loops(node):
-    trips = path.trips.get(loop.key, loop.known_trips)
+    trips = path.trips.get(loop.key)  # None: the path never reaches the loop
     body = None
     with contextlib.suppress(KeyError):
       body = cost(loop.body, path, gpu=gpu).seconds

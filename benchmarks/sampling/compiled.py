@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -228,14 +229,32 @@ def run(
               {**where, "program": program.name, "path": scenario.path, "parts": paths.describe(tree, path, gpu=gpu)}
             )
         _log(f"{target} {dtype} {batch}x{vocab}: {clock.seconds():.0f} s")
-  _judge(figures)
-  return {
-    "command": COMMAND,
-    "versions": availability.versions(),
-    "model": _model(),
-    "figures": figures,
-    "details": details,
+  return compact(
+    {"command": COMMAND, "versions": availability.versions(), "model": _model(), "figures": figures, "details": details}
+  )
+
+
+def compact(record: dict[str, Any]) -> dict[str, Any]:
+  """The record as committed: each figure's ratio to its recipe and its whole-row passes (the loops' trips
+  summed), and the conditionals' and loops' parts only for the first rows and dtype."""
+  figures, details = record["figures"], record["details"]
+  passes = {
+    (d["target"], d["dtype"], d["rows"], d["program"], d["path"]): sum(
+      p["trips"] or 0 for p in d["parts"] if "loop" in p
+    )
+    for d in details
   }
+  columns = ("target", "dtype", "rows", "program", "path", "recipe", "us", "launches", "round_trips", "mb", "passes")
+  figures = [
+    {
+      **{c: f.get(c) for c in columns},
+      "passes": passes.get((f["target"], f["dtype"], f["rows"], f["program"], f["path"]), 0),
+    }
+    for f in figures
+  ]
+  _judge(figures)
+  first = (details[0]["rows"], details[0]["dtype"]) if details else None
+  return {**record, "figures": figures, "details": [d for d in details if (d["rows"], d["dtype"]) == first]}
 
 
 def _model() -> dict[str, Any]:
@@ -257,9 +276,8 @@ def _judge(figures: list[dict[str, Any]]) -> None:
   """Each dmljax path's ratio to its recipe (same target, dtype and rows)."""
   recipes = {(f["target"], f["dtype"], f["rows"], f["program"]): f["us"] for f in figures if f["path"] == "only"}
   for f in figures:
-    if f["path"] != "only":
-      base = recipes[f["target"], f["dtype"], f["rows"], f["recipe"]]
-      f["ratio"] = round(f["us"] / base, 3)
+    recipe = None if f["path"] == "only" else recipes[f["target"], f["dtype"], f["rows"], f["recipe"]]
+    f["ratio"] = None if recipe is None else round(f["us"] / recipe, 3)
 
 
 # --- the Markdown -------------------------------------------------------------------------------------------------
@@ -312,6 +330,7 @@ def markdown(record: dict[str, Any]) -> str:
         found = next(f for f in mine if (f["program"], f["path"], f["rows"], f["dtype"]) == (program, path, r, d))
         recipe = found["recipe"]
         trips = f", {found['round_trips']} rt" if found["round_trips"] else ""
+        trips += f", {found['passes']:g} p" if found["passes"] else ""
         cells.append(f"{found['us']:.1f} ({found['ratio']:.2f}{trips})")
       lines.append(f"| {program} | {path} | {recipe} | " + " | ".join(cells) + " |")
     for program in dict.fromkeys(f["program"] for f in mine if f["path"] == "only"):
@@ -320,7 +339,7 @@ def markdown(record: dict[str, Any]) -> str:
         for r, d in columns
       ]
       lines.append(f"| {program} | (recipe) | | " + " | ".join(cells) + " |")
-    lines += ["", "rt: host round trips included in the figure.", ""]
+    lines += ["", "rt: host round trips included in the figure; p: whole-row passes of the search's loops.", ""]
   lines += _parts(record)
   return "\n".join(lines) + "\n"
 
@@ -362,14 +381,20 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--dtypes", default=",".join(DTYPES))
   parser.add_argument("--targets", default=",".join(TARGETS))
   parser.add_argument("--out", type=Path, default=RESULTS)
+  parser.add_argument("--render", type=Path, help="a raw record (results/raw/sampling-compiled.json): nothing compiled")
   args = parser.parse_args(argv)
+  from benchmarks.harness import results
+
+  if args.render:
+    record = compact(json.loads(args.render.read_text()))
+    summary = results.write(record, args.out, "sampling-compiled")
+    (args.out / "sampling-compiled.md").write_text(markdown(summary))
+    return 0
   for kind in ("gpu", "tpu"):
     reason = availability.problem(kind)
     if reason is not None:
       print(f"cannot compile for {kind.upper()}: {reason}", file=sys.stderr)
       return 2
-  from benchmarks.harness import results
-
   rows = ROWS if not args.rows else tuple(tuple(int(n) for n in r.split("x")) for r in args.rows.split(","))
   record = run(rows, args.dtypes.split(","), args.targets.split(","))  # type: ignore[arg-type]
   summary = results.write(record, args.out, "sampling-compiled")
