@@ -30,8 +30,8 @@ Prices of one operation:
 * **TPU v5e**: XLA's own per-operation estimate, ``estimated_cycles`` in the TPU compiler's final HLO, at the
   chip's :data:`TPU_CLOCK_HZ`; a custom call XLA does not estimate (its own ``TopK``, a Mosaic kernel) its operands
   (read as many times as its ``KERNEL_READ_PASSES`` entry says) and results at :data:`TPU_HBM_BYTES_PER_S`, plus
-  :data:`TPU_OP_FLOOR_CYCLES`, the least XLA estimates any operation. The TPU runs loops and conditionals on the
-  chip: no host round trips.
+  :data:`TPU_OP_FLOOR_CYCLES`, the least XLA estimates an operation that writes an array. The TPU runs loops and
+  conditionals on the chip: no host round trips.
 
 Every figure is compiled, not run.
 """
@@ -60,8 +60,8 @@ HOST_ROUND_TRIP_S = 10e-6
 # of HBM (Google Cloud's TPU v5e figures).
 TPU_CLOCK_HZ = 1.5e9
 TPU_HBM_BYTES_PER_S = 819e9
-# The least estimated_cycles XLA's TPU compiler (libtpu 0.0.42) gives any operation, a broadcast of 8 words
-# included: its fixed cost of an operation (tests/test_accelerator_structure.py checks it on a compiled program).
+# The least estimated_cycles XLA's TPU compiler (libtpu 0.0.42) gives an operation that writes an array (a broadcast
+# of 8 words; copies of a few words get less): its fixed cost of an operation (tests/test_compiled_paths.py).
 TPU_OP_FLOOR_CYCLES = 1824
 _BOOKKEEPING = frozenset({"AllocateBuffer"})  # TPU custom calls that reserve memory and run nothing
 _JAX = re.compile(r"[/\\](jax|jaxlib)[/\\]")
