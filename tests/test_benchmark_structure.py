@@ -119,6 +119,7 @@ ENTRY_POINTS = (
   "benchmarks.compiled.sharded_top_k",
   "benchmarks.sampling.bench",
   "benchmarks.sampling.surface",
+  "benchmarks.sampling.compiled",
   "benchmarks.device.check",
   "benchmarks.device.bench",
 )

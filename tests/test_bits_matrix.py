@@ -733,13 +733,13 @@ def test_sample_covers_every_type_path_column_and_strategy() -> None:
 def test_a_program_lowered_after_its_choice_ended_keeps_it() -> None:
   """The platform choice a call was traced with is a parameter of the rules that trace again later.
 
-  The TPU table's chunked selection on automatic axes and the partitioning rule on CPU and CUDA trace their
-  bodies when the program is lowered or compiled, which may be after the block that chose ended (or, for
-  XLA's partitioning callback, on another thread): they run under the choice of their call, not the one in
-  force then.
+  The TPU table's chunked selection on automatic axes (of arrays other than matrices: a matrix's keys go to XLA's
+  TopK whole) and the partitioning rule on CPU and CUDA trace their bodies when the program is lowered or
+  compiled, which may be after the block that chose ended (or, for XLA's partitioning callback, on another
+  thread): they run under the choice of their call, not the one in force then.
   """
-  x = sample(_seed("choice-travels"), np.dtype(jnp.bfloat16), (4, 1100))
-  sharding = NamedSharding(_mesh(explicit=False), P(None, "d"))
+  x = sample(_seed("choice-travels"), np.dtype(jnp.bfloat16), (2, 2, 1100))
+  sharding = NamedSharding(_mesh(explicit=False), P(None, None, "d"))
   want = ref_top_k(x, 5, -1, "decreasing")[0]
   for branch in ("tpu", "cuda"):
     with platform.choosing(branch=branch, top_k=None, interpret=True):
