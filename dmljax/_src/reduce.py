@@ -764,25 +764,34 @@ def functional_types(
   return result, result
 
 
+@functools.partial(
+  jax.jit, static_argnames=("function", "axes", "keepdims", "work", "result", "index_dtype", "choice")
+)
 def _functional_reduce(
   x: jax.Array,
+  *,
   function: ReduceFunction,
   axes: tuple[int, ...],
   keepdims: bool,
   work: np.dtype,
   result: np.dtype,
   index_dtype: np.dtype,
+  choice: platform.Choice,
 ) -> jax.Array:
-  """:func:`_reduce` for validated functional-path input of any rank and size, in ``work``, returned as ``result``."""
+  """:func:`_reduce` for validated functional-path input of any rank and size, in ``work``, returned as ``result``.
+
+  One program, so that the conversion to ``work`` (an int8 sum widened to int32) fuses into the reduction.
+  """
   out_shape = axes_lib.output_shape(x.shape, axes, keepdims)
   if function in _ARG_FUNCTIONS:
     find_max = function == F.ARGMAX
-    return arg_reduce.functional_arg_extreme(x, axes, find_max, False, index_dtype, keepdims)
+    return arg_reduce.functional_arg_extreme(x, axes=axes, find_max=find_max, last=False, index_dtype=index_dtype,
+                                             keepdims=keepdims, choice=choice)
   if x.size == 0:  # no element to read: every block is empty (the function's empty value) or there is no block
     return jnp.full(out_shape, _EMPTY_VALUE.get(function, 0), result)
   x = x if x.dtype == work else x.astype(work)
   if dtypes.is_complex(work) and function in _EXTREMES:
-    return _complex_extreme(x, axes, function == F.MAX).reshape(out_shape)
+    return _complex_extreme(x, axes, function == F.MAX, choice).reshape(out_shape)
   folded, folded_axes = axes_lib.fold_reduction(x, axes)
   out = _reduce(
     folded,
@@ -790,13 +799,13 @@ def _functional_reduce(
     axes=folded_axes,
     keepdims=keepdims,
     index_dtype=_UNUSED_INDEX_DTYPE,
-    choice=platform.current(),
+    choice=choice,
   )
   out = out if out.shape == out_shape else out.reshape(out_shape)
   return out if out.dtype == result else out.astype(result)
 
 
-def _complex_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
+def _complex_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool, choice: platform.Choice) -> jax.Array:
   """MAX/MIN of complex numbers in JAX's lexicographic order (real part first, then imaginary), keeping dims.
 
   The real part is REDUCE's MAX/MIN of the real parts (NaN propagating); the imaginary part is the MAX/MIN of
@@ -813,7 +822,7 @@ def _complex_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax
       axes=folded_axes,
       keepdims=True,
       index_dtype=_UNUSED_INDEX_DTYPE,
-      choice=platform.current(),
+      choice=choice,
     )
     return out.reshape(axes_lib.reduced_shape(v.shape, axes))
 
@@ -940,7 +949,17 @@ def reduce(
   p.raise_if_any()
   assert array is not None and canonical is not None and canonical_axes is not None and index is not None
   assert types is not None
-  return _functional_reduce(array, canonical, canonical_axes, bool(keepdims), *types, index)
+  work, result = types
+  return _functional_reduce(
+    array,
+    function=canonical,
+    axes=canonical_axes,
+    keepdims=bool(keepdims),
+    work=work,
+    result=result,
+    index_dtype=index if canonical in _ARG_FUNCTIONS else _UNUSED_INDEX_DTYPE,
+    choice=platform.current(),
+  )
 
 
 _FIELDS_IN = ("input_tensor",)
