@@ -499,7 +499,7 @@ def _kinds_input(shape: tuple[int, ...], kind: str) -> Callable[[np.random.Gener
 
 def jax_kinds_rows(short: bool) -> list[Row]:
   out = []
-  # (operator, function, dtype, the dmljax call, the jnp form and its name); large: 4 MiB of the type, over the last axis.
+  # (operator, function, dtype, the dmljax call, the jnp form's name, the form): 4 MiB of the type, the last axis.
   large: tuple[tuple[str, str | None, str, Fn, str, Fn], ...] = (
     ("reduce", "SUM", "int8", lambda x: dml.reduce(x, "sum", -1), "jnp.sum", lambda x: jnp.sum(x, axis=-1)),
     ("reduce", "SUM", "bool", lambda x: dml.reduce(x, "sum", -1), "jnp.sum", lambda x: jnp.sum(x, axis=-1)),
@@ -525,13 +525,37 @@ def jax_kinds_rows(short: bool) -> list[Row]:
     out.append(Row(w, operator, function, dtype, "last", "large", native))
   # Small: rank 0 (a Python number's reduction in a loop body) and size-0 dimensions (an empty batch).
   small: tuple[tuple[str, str | None, str, tuple[int, ...], str, Fn, str, Fn], ...] = (
-    ("reduce", "LOG_SUM_EXP", "rank 0", (), "all axes", lambda x: dml.reduce(x, "logsumexp"), "jax.nn.logsumexp",
-     jax.nn.logsumexp),
+    (
+      "reduce",
+      "LOG_SUM_EXP",
+      "rank 0",
+      (),
+      "all axes",
+      lambda x: dml.reduce(x, "logsumexp"),
+      "jax.nn.logsumexp",
+      jax.nn.logsumexp,
+    ),
     ("argmax", None, "rank 0", (), "all axes", dml.argmax, "jnp.argmax", jnp.argmax),
-    ("reduce", "SUM", "size 0", (0, 1024), "axis=0", lambda x: dml.reduce(x, "sum", 0), "jnp.sum",
-     lambda x: jnp.sum(x, axis=0)),
-    ("argmax", None, "size 0", (2, 0), "axis=0", lambda x: dml.argmax(x, 0), "jnp.argmax",
-     lambda x: jnp.argmax(x, axis=0)),
+    (
+      "reduce",
+      "SUM",
+      "size 0",
+      (0, 1024),
+      "axis=0",
+      lambda x: dml.reduce(x, "sum", 0),
+      "jnp.sum",
+      lambda x: jnp.sum(x, axis=0),
+    ),
+    (
+      "argmax",
+      None,
+      "size 0",
+      (2, 0),
+      "axis=0",
+      lambda x: dml.argmax(x, 0),
+      "jnp.argmax",
+      lambda x: jnp.argmax(x, axis=0),
+    ),
     ("top_k", None, "size 0", (0, 8), "k=3", lambda x: dml.top_k(x, 3), "jax.lax.top_k", lambda x: lax.top_k(x, 3)),
   )
   for operator, function, label, shape, where, mine, native, theirs in small:

@@ -764,9 +764,7 @@ def functional_types(
   return result, result
 
 
-@functools.partial(
-  jax.jit, static_argnames=("function", "axes", "keepdims", "work", "result", "index_dtype", "choice")
-)
+@functools.partial(jax.jit, static_argnames=("function", "axes", "keepdims", "work", "result", "index_dtype", "choice"))
 def _functional_reduce(
   x: jax.Array,
   *,
@@ -785,8 +783,9 @@ def _functional_reduce(
   out_shape = axes_lib.output_shape(x.shape, axes, keepdims)
   if function in _ARG_FUNCTIONS:
     find_max = function == F.ARGMAX
-    return arg_reduce.functional_arg_extreme(x, axes=axes, find_max=find_max, last=False, index_dtype=index_dtype,
-                                             keepdims=keepdims, choice=choice)
+    return arg_reduce.functional_arg_extreme(
+      x, axes=axes, find_max=find_max, last=False, index_dtype=index_dtype, keepdims=keepdims, choice=choice
+    )
   if x.size == 0:  # no element to read: every block is empty (the function's empty value) or there is no block
     return jnp.full(out_shape, _EMPTY_VALUE.get(function, 0), result)
   x = x if x.dtype == work else x.astype(work)
