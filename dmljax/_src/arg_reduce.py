@@ -323,7 +323,7 @@ def _functional(
     canonical_axes = functional_axes(p, name, array.shape, axes, canonical_index, allow_empty=False)
   p.raise_if_any()
   assert array is not None and canonical_axes is not None and canonical_index is not None
-  return functional_arg_extreme(
+  return arg_program(
     array,
     axes=canonical_axes,
     find_max=find_max,
@@ -335,7 +335,7 @@ def _functional(
 
 
 @functools.partial(jax.jit, static_argnames=("axes", "find_max", "last", "index_dtype", "keepdims", "choice"))
-def functional_arg_extreme(
+def arg_program(
   x: jax.Array,
   *,
   axes: tuple[int, ...],
@@ -345,8 +345,8 @@ def functional_arg_extreme(
   keepdims: bool,
   choice: platform.Choice,
 ) -> jax.Array:
-  """:func:`arg_extreme` for validated functional-path input of any rank and size (bool ordered as uint8), one
-  program with its conversions."""
+  """:func:`arg_extreme` of validated input of any rank and size (bool ordered as uint8), with its conversions: the
+  one program of both paths."""
   out_shape = axes_lib.output_shape(x.shape, axes, keepdims)
   if x.size == 0:  # only kept axes are empty (checked): no index to compute
     return jnp.zeros(out_shape, index_dtype)
@@ -479,7 +479,7 @@ def execute_arg_reduce(desc: ArgMinDesc | ArgMaxDesc, inputs: Sequence[Any], fea
   p.raise_if_any()
   assert axes is not None
   (x,) = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)
-  return arg_extreme(
+  return arg_program(
     x,
     axes=axes,
     find_max=name == "ARGMAX",

@@ -765,7 +765,7 @@ def functional_types(
 
 
 @functools.partial(jax.jit, static_argnames=("function", "axes", "keepdims", "work", "result", "index_dtype", "choice"))
-def _functional_reduce(
+def _program(
   x: jax.Array,
   *,
   function: ReduceFunction,
@@ -776,14 +776,15 @@ def _functional_reduce(
   index_dtype: np.dtype,
   choice: platform.Choice,
 ) -> jax.Array:
-  """:func:`_reduce` for validated functional-path input of any rank and size, in ``work``, returned as ``result``.
+  """:func:`_reduce` of validated input of any rank and size, computed in ``work`` and returned as ``result``.
 
-  One program, so that the conversion to ``work`` (an int8 sum widened to int32) fuses into the reduction.
+  The one program of both paths (the descriptor path's types are its input's: ``work`` and ``result`` are
+  ``x``'s), so a conversion (an int8 sum widened to int32) fuses into the reduction.
   """
   out_shape = axes_lib.output_shape(x.shape, axes, keepdims)
   if function in _ARG_FUNCTIONS:
     find_max = function == F.ARGMAX
-    return arg_reduce.functional_arg_extreme(
+    return arg_reduce.arg_program(
       x, axes=axes, find_max=find_max, last=False, index_dtype=index_dtype, keepdims=keepdims, choice=choice
     )
   if x.size == 0:  # no element to read: every block is empty (the function's empty value) or there is no block
@@ -949,7 +950,7 @@ def reduce(
   assert array is not None and canonical is not None and canonical_axes is not None and index is not None
   assert types is not None
   work, result = types
-  return _functional_reduce(
+  return _program(
     array,
     function=canonical,
     axes=canonical_axes,
@@ -1019,4 +1020,14 @@ def execute_reduce(desc: ReduceDesc, inputs: Sequence[Any], feature_level: Any) 
   assert function is not None and axes is not None
   (x,) = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)
   index_dtype = dtypes.numpy_dtype(desc.output_tensor.data_type) if function in _ARG_FUNCTIONS else _UNUSED_INDEX_DTYPE
-  return _reduce(x, function=function, axes=axes, keepdims=True, index_dtype=index_dtype, choice=platform.current())
+  dtype = np.dtype(x.dtype)
+  return _program(
+    x,
+    function=function,
+    axes=axes,
+    keepdims=True,
+    work=dtype,
+    result=dtype,
+    index_dtype=index_dtype,
+    choice=platform.current(),
+  )

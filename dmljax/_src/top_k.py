@@ -302,24 +302,24 @@ def top_k(
   p.raise_if_any()
   assert array is not None and canonical_axis is not None and canonical_index is not None and count is not None
   descending = canonical_direction == AxisDirection.DECREASING
-  return _functional_top_k(
+  return _top_k_program(
     array, k=count, axis=canonical_axis, descending=descending, index_dtype=canonical_index, choice=platform.current()
   )
 
 
 @functools.partial(jax.jit, static_argnames=("k", "axis", "descending", "index_dtype", "choice"))
-def _functional_top_k(
+def _top_k_program(
   x: jax.Array, *, k: int, axis: int, descending: bool, index_dtype: np.dtype, choice: platform.Choice
 ) -> tuple[jax.Array, jax.Array]:
-  """:func:`_top_k` for validated functional-path input of any rank and size (bool ordered as uint8), one program
-  with its conversions."""
+  """:func:`_top_k` of validated input of any rank and size (bool ordered as uint8), with its conversions: the one
+  program of both paths."""
   shape = _output_sizes(x.shape, axis, k)
   if k == 0 or x.size == 0:
     return jnp.zeros(shape, x.dtype), jnp.zeros(shape, index_dtype)
   ordered = x.astype(np.uint8) if dtypes.is_bool(x.dtype) else x
   if x.ndim > axes_lib.MAX_RANK:  # rows along the last axis, of rank 2
     rows = jnp.moveaxis(ordered, axis, -1)
-    values, indices = _functional_top_k(
+    values, indices = _top_k_program(
       rows.reshape(-1, x.shape[axis]), k=k, axis=1, descending=descending, index_dtype=index_dtype, choice=choice
     )
     moved = (*rows.shape[:-1], k)
@@ -379,7 +379,7 @@ def execute_top_k(desc: TopKDesc | TopK1Desc, inputs: Sequence[Any], feature_lev
   p.raise_if_any()
   assert axis is not None
   (x,) = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)
-  return _top_k(
+  return _top_k_program(
     x,
     k=int(desc.k),
     axis=axis,
