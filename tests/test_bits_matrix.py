@@ -514,18 +514,7 @@ KNOWN_INTEGRATOR_DEFECTS: frozenset[Defect] = frozenset()
 
 # Found by this matrix, not fixed yet, and in no one else's change: listed so the suite stays green while
 # they are, and failing it (strict xfail) once fixed.
-KNOWN_OPEN_DEFECTS: frozenset[Defect] = frozenset(
-  {
-    Defect(
-      "gather_nd from a complex table split over devices along the gathered axis: XLA's partitioner combines the "
-      "shards' masked gathers with an all-reduce SUM, which turns an imaginary (or real) -0.0 into +0.0; float "
-      "tables move as their bits there (value_bits), complex ones do not yet",
-      ops=frozenset({"gather_nd"}),
-      dtypes=frozenset({"complex64", "complex128"}),
-      columns=frozenset({"auto_op", "explicit_op"}),
-    )
-  }
-)
+KNOWN_OPEN_DEFECTS: frozenset[Defect] = frozenset()
 
 
 # Running one cell --------------------------------------------------------------------------------------------

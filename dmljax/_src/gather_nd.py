@@ -356,6 +356,11 @@ def _gather_nd(x: jax.Array, indices: jax.Array, *, batch_dims: int, determinist
 
 def _gather_kernel(x: jax.Array, indices: jax.Array, *, batch_dims: int, deterministic: bool) -> jax.Array:
   plain = functools.partial(_plain_gather, batch_dims=batch_dims)
+  if dtypes.is_complex(x.dtype):
+    # A complex table's real and imaginary parts each move as a float table does (bit for bit, -0.0 included,
+    # however XLA partitions the gather), and are joined again: both are exact, and both differentiate.
+    gather = functools.partial(_gather_kernel, indices=indices, batch_dims=batch_dims, deterministic=deterministic)
+    return lax.complex(gather(jnp.real(x)), gather(jnp.imag(x)))
   if not dtypes.is_float(x.dtype):
     if value_bits.carrier(x.dtype) == x.dtype:
       return plain(x, indices)  # integers have no derivative, and any gather moves them exactly
