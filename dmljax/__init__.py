@@ -11,7 +11,7 @@ from dmljax._src.arg_reduce import ArgMaxDesc, ArgMinDesc, argmax, argmin
 from dmljax._src.axes import AxisDirection
 from dmljax._src.cpu_kernel_library import cpu_kernel_available, cpu_kernel_status
 from dmljax._src.dtypes import DataType
-from dmljax._src.errors import DescriptorError
+from dmljax._src.errors import DescriptorError, StaticArgumentError
 from dmljax._src.execute import execute
 from dmljax._src.feature_levels import FeatureLevel
 from dmljax._src.gather_nd import GatherND1Desc, GatherNDDesc, gather_nd
@@ -33,6 +33,7 @@ __all__ = [
   "OneHotDesc",
   "ReduceDesc",
   "ReduceFunction",
+  "StaticArgumentError",
   "TensorDesc",
   "TopK1Desc",
   "TopKDesc",

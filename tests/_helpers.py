@@ -123,12 +123,13 @@ def one_hot_dml_layout(indices: Any, values: Any, depth: int, *, axis: int) -> j
 
   ``indices`` has size 1 on ``axis`` (DirectML's IndicesTensor); ``values.flat[0]`` is OffValue and
   ``values.flat[1]`` OnValue (DirectML's ValuesTensor). The functional call takes the indices without that
-  axis and inserts ``depth`` there, so its output has DirectML's OutputTensor shape and the values' dtype.
+  axis and inserts ``depth`` there, so its output has DirectML's OutputTensor shape and the values' dtype;
+  negative indices count from the end (DirectML's rule, ``negative_indices="from_end"``).
   """
   flat = jnp.asarray(values).reshape(-1)
   rank = jnp.ndim(indices)
   squeezed = jnp.squeeze(jnp.asarray(indices), axis % rank)
-  return dml.one_hot(squeezed, depth, axis=axis, on_value=flat[1], off_value=flat[0])
+  return dml.one_hot(squeezed, depth, axis=axis, on_value=flat[1], off_value=flat[0], negative_indices="from_end")
 
 
 # Every problem of a DescriptorError ends with "; got <field>=<value>", "; got <field> array ..." or

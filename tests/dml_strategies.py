@@ -421,10 +421,12 @@ CASES: dict[str, Callable[[], st.SearchStrategy[dict[str, Any]]]] = {
 
 
 def call_functional(case: dict[str, Any]) -> Any:
-  """The functional-path call a case describes, giving DirectML's layout (the reference's).
+  """The functional-path call a case describes, giving DirectML's layout and rules (the reference's).
 
-  argmin/argmax/reduce keep the reduced axes (``keepdims=True``); one_hot takes the indices without the size-1
-  axis and inserts ``depth`` where DirectML's output has it, so both compare with the reference as they are.
+  argmin/argmax/reduce keep the reduced axes (``keepdims=True``); reduce keeps integer results in the input's
+  type (``promote_integers=False``); one_hot takes the indices without the size-1 axis, inserts ``depth`` where
+  DirectML's output has it and counts negative indices from the end (``negative_indices="from_end"``), so all
+  compare with the reference as they are (JAX's defaults: tests/test_jax_conventions.py).
   """
   op = case["op"]
   if op == "top_k":
@@ -436,7 +438,7 @@ def call_functional(case: dict[str, Any]) -> Any:
     options = {"ties": ties(case["direction"]), "keepdims": True, "index_dtype": case["index_dtype"]}
     return f(case["x"], case["functional_axes"], **options)
   if op == "reduce":
-    options = {"keepdims": True, "index_dtype": case["index_dtype"]}
+    options = {"keepdims": True, "index_dtype": case["index_dtype"], "promote_integers": False}
     return dml.reduce(case["x"], case["function"], case["functional_axes"], **options)
   if op == "gather_nd":
     return dml.gather_nd(
@@ -449,6 +451,7 @@ def call_functional(case: dict[str, Any]) -> Any:
       axis=case["functional_axis"],
       on_value=case["on_value"],
       off_value=case["off_value"],
+      negative_indices="from_end",
     )
   raise AssertionError(op)
 

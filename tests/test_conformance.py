@@ -496,7 +496,9 @@ def test_reduce(dtype):
       if function in ("argmax", "argmin"):
         want = want.astype(index_dtype)
       msg = f"reduce {function} {dtype.name}{shape} axes={axes} {kind}"
-      got = dml.reduce(_as_jax(x), function, given_axes, keepdims=True, index_dtype=index_dtype)
+      # DirectML's types: integer results in the input's type (jnp's promotion: tests/test_jax_conventions.py).
+      options = dict(keepdims=True, index_dtype=index_dtype, promote_integers=False)
+      got = dml.reduce(_as_jax(x), function, given_axes, **options)
       _assert_reduce_close(got, want, x, axes, function, msg)
       if use_descriptor:
         desc = dml.ReduceDesc(
@@ -519,14 +521,15 @@ def test_reduce_keepdims_false_and_negative_axes():
 
 
 def test_reduce_integer_wraps():
-  """Integers accumulate in their own type and wrap (two's complement), SPEC §5."""
+  """With DirectML's rule (promote_integers=False) integers accumulate in their own type and wrap."""
   x = np.array([[127, 1], [-128, -1], [100, 100]], np.int8)
   for function in ("sum", "multiply", "sum_square", "l1"):
     want = _ref_reduce(x, function, (1,))
-    got = dml.reduce(x, function, 1, keepdims=True)
+    got = dml.reduce(x, function, 1, keepdims=True, promote_integers=False)
     np.testing.assert_array_equal(np.asarray(got), want, err_msg=function, strict=True)
   u = np.array([4294967295, 2], np.uint32)
-  np.testing.assert_array_equal(np.asarray(dml.reduce(u, "sum", keepdims=True)), np.array([1], np.uint32), strict=True)
+  wrapped = dml.reduce(u, "sum", keepdims=True, promote_integers=False)
+  np.testing.assert_array_equal(np.asarray(wrapped), np.array([1], np.uint32), strict=True)
 
 
 # --------------------------------------------------------------------------- #

@@ -7,11 +7,14 @@ DirectML's layout (reduced axes kept with size 1, UINT32 indices, ONE_HOT's size
 
 from __future__ import annotations
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import jax.test_util
 import numpy as np
 import pytest
+from _helpers import x64
 from reference import ref_arg_reduce, ref_one_hot, ref_reduce, ref_top_k
 
 import dmljax as dml
@@ -32,14 +35,20 @@ def test_accuracy_of_a_perfect_classifier_is_one() -> None:
   assert float((predicted == jnp.asarray(labels, jnp.int32)).mean()) == 1.0
 
 
-def test_index_outputs_default_to_int32_as_jax() -> None:
-  x = _logits(0, (4, 6))
-  assert dml.argmax(x, 1).dtype == jnp.argmax(x, 1).dtype == jnp.int32
-  assert dml.argmin(x).dtype == jnp.int32
-  assert dml.top_k(x, 2)[1].dtype == jax.lax.top_k(x, 2)[1].dtype == jnp.int32
-  assert dml.reduce(x, "argmax", 0).dtype == jnp.int32
-  # Index arithmetic behaves as with jnp: no uint32 wrap-around to 4294967295.
-  assert int(dml.argmax(np.float32([5.0, 1.0])) - 1) == -1
+@pytest.mark.parametrize("wide", [False, True], ids=["x64_off", "x64_on"])
+def test_index_outputs_default_to_the_replaced_calls_types(wide: bool) -> None:
+  """argmin/argmax (and REDUCE's ARGMAX/ARGMIN): JAX's default integer, int64 under x64, as jnp.argmax;
+  top_k: int32 whatever x64 says, as jax.lax.top_k."""
+  with x64() if wide else contextlib.nullcontext():
+    x = _logits(0, (4, 6))
+    default = np.dtype(np.int64 if wide else np.int32)
+    assert dml.argmax(x, 1).dtype == jnp.argmax(x, 1).dtype == default
+    assert dml.argmin(x).dtype == jnp.argmin(x).dtype == default
+    assert dml.reduce(x, "argmax", 0).dtype == default
+    assert dml.top_k(x, 2)[1].dtype == jax.lax.top_k(x, 2)[1].dtype == np.dtype(np.int32)
+    # Index arithmetic behaves as with jnp: no uint32 wrap-around to 4294967295.
+    assert int(dml.argmax(np.float32([5.0, 1.0])) - 1) == -1
+    assert dml.argmax(x, 1, index_dtype=jnp.int32).dtype == np.int32  # DirectML's and x32's type, by keyword
 
 
 @pytest.mark.parametrize("index_dtype", [jnp.int32, jnp.uint32])
@@ -107,19 +116,26 @@ def test_one_hot_matches_jax_nn_one_hot_in_range(shape: tuple[int, ...]) -> None
     np.testing.assert_array_equal(got, want)
 
 
-def test_one_hot_keeps_directml_index_policy() -> None:
-  """[0, D) and [-D, -1] set a position; anything else leaves the row off (jax.nn.one_hot: negatives off too)."""
+def test_one_hot_negative_indices_are_off_as_jax_and_from_the_end_by_keyword() -> None:
+  """By default only [0, D) sets a position (jax.nn.one_hot: -1 as padding gives an all-off row); with
+  negative_indices="from_end" (DirectML's rule) [-D, -1] counts from the end; anything else leaves the row off."""
   depth = 4
   indices = np.array([[0, 3, -1, -4], [4, -5, 2, 100]], np.int64 if jax.config.jax_enable_x64 else np.int32)
   got = dml.one_hot(indices, depth, on_value=np.float32(7), off_value=np.float32(-2))
-  want = _functional_one_hot_reference(indices, depth, -1, -2.0, 7.0, np.float32)
+  want = np.where(np.arange(depth) == indices[..., None], np.float32(7), np.float32(-2))
   np.testing.assert_array_equal(got, want)
-  assert got[0, 2].tolist() == [-2, -2, -2, 7]  # -1 counts from the end
-  assert got[1, 0].tolist() == [-2] * depth  # out of range: all off
+  np.testing.assert_array_equal(dml.one_hot(indices, depth), jax.nn.one_hot(indices, depth))
+  assert got[0, 2].tolist() == [-2] * depth  # -1: all off
+  directml = dml.one_hot(indices, depth, on_value=np.float32(7), off_value=np.float32(-2), negative_indices="from_end")
+  np.testing.assert_array_equal(directml, _functional_one_hot_reference(indices, depth, -1, -2.0, 7.0, np.float32))
+  assert directml[0, 2].tolist() == [-2, -2, -2, 7]  # -1 counts from the end
+  assert directml[1, 0].tolist() == [-2] * depth  # out of range: all off
   unsigned = np.array([0, 3, 4, 2**32 - 1], np.uint32)
-  np.testing.assert_array_equal(
-    dml.one_hot(unsigned, depth, axis=0), _functional_one_hot_reference(unsigned, depth, 0, 0.0, 1.0, np.float32)
-  )
+  for rule in ("off", "from_end"):
+    np.testing.assert_array_equal(
+      dml.one_hot(unsigned, depth, axis=0, negative_indices=rule),
+      _functional_one_hot_reference(unsigned, depth, 0, 0.0, 1.0, np.float32),
+    )
 
 
 def test_one_hot_dtype_rules() -> None:
@@ -154,7 +170,8 @@ def test_one_hot_descriptor_keeps_directml_layout() -> None:
   values = np.array([[0.5, 2.0]], np.float32)
   got = dml.execute(desc, indices, values)
   np.testing.assert_array_equal(got, ref_one_hot(indices, values, 4, 1))
-  np.testing.assert_array_equal(got, dml.one_hot(indices[:, 0], 4, on_value=values[0, 1], off_value=values[0, 0]))
+  same = dml.one_hot(indices[:, 0], 4, on_value=values[0, 1], off_value=values[0, 0], negative_indices="from_end")
+  np.testing.assert_array_equal(got, same)
 
 
 # ---------------------------------------------------------------------------------------------------- names

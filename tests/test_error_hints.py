@@ -78,21 +78,29 @@ def test_gather_nd_descriptor_ranks_differ_says_directml_pads_with_leading_ones(
 
 # ------------------------------------------------------------------------------ complex and extended dtypes
 _ORDERINGS = [
-  ("top_k", lambda x: dml.top_k(x, 1)),
-  ("argmin", lambda x: dml.argmin(x)),
-  ("argmax", lambda x: dml.argmax(x, 0)),
-  ("reduce", lambda x: dml.reduce(x, "max")),
+  ("top_k", lambda x: dml.top_k(x, 1), "pass jnp.abs(x) to order by magnitude, or x.real"),
+  ("argmin", lambda x: dml.argmin(x), "pass jnp.abs(x) to order by magnitude, or x.real"),
+  ("argmax", lambda x: dml.argmax(x, 0), "pass jnp.abs(x) to order by magnitude, or x.real"),
+  ("reduce", lambda x: dml.reduce(x, "argmax"), "pass jnp.abs(x) to order by magnitude, or x.real"),
+  ("reduce", lambda x: dml.reduce(x, "l1"), "pass jnp.abs(x), or x.real"),
+  ("reduce", lambda x: dml.reduce(x, "l2"), "pass jnp.abs(x), or x.real"),
 ]
 
 
 @pytest.mark.parametrize("wide", [False, True], ids=["x64_off", "x64_on"])
-@pytest.mark.parametrize(("operator", "call"), _ORDERINGS, ids=[o for o, _ in _ORDERINGS])
-def test_complex_input_to_an_ordering_is_unsupported_never_enable_x64(operator: str, call: Any, wide: bool) -> None:
+@pytest.mark.parametrize(
+  ("operator", "call", "hint"), _ORDERINGS, ids=[f"{o}{n}" for n, (o, *_) in enumerate(_ORDERINGS)]
+)
+def test_complex_input_to_an_ordering_says_what_to_pass_never_enable_x64(
+  operator: str, call: Any, hint: str, wide: bool
+) -> None:
+  """Orderings (and L1/L2, which reduce magnitudes) refuse complex numbers, as jax.lax.top_k and jnp.argmax do,
+  and say what to pass instead; never that x64 would help."""
   dtypes = [np.complex64] + ([np.complex128] if wide else [])
   with x64() if wide else _nothing():
     for dtype in dtypes:
       message = str(_error(lambda d=dtype: call(np.ones(3, d))))
-      assert f"{np.dtype(dtype).name} is not supported" in message
+      assert message.startswith(f"{operator}: ") and "needs real x" in message and hint in message
       assert f"got x.dtype={np.dtype(dtype).name}" in message
       assert "jax_enable_x64" not in message
 
@@ -166,11 +174,11 @@ def test_one_hot_axis_out_of_range_and_one_value_are_both_named() -> None:
   assert "got axis=5" in message and "got values_tensor.sizes=(1, 1)" in message
 
 
-def test_one_hot_reports_a_non_scalar_on_value_and_its_64_bit_dtype_together() -> None:
-  error = _error(lambda: dml.one_hot(jnp.array([1], jnp.int32), 3, on_value=np.zeros(2)))
+def test_one_hot_reports_a_non_scalar_on_value_and_a_64_bit_dtype_together() -> None:
+  error = _error(lambda: dml.one_hot(jnp.array([1], jnp.int32), 3, on_value=np.zeros(2), dtype=np.float64))
   message = str(error)
   assert "on_value must be a scalar; got on_value.shape=(2,)" in message
-  assert "got on_value=float64 with jax_enable_x64 off" in message
+  assert "got dtype=float64 with jax_enable_x64 off" in message
 
 
 # ------------------------------------------------------------------------------------ issue 18's reproducers
@@ -208,15 +216,17 @@ def test_the_depth_that_aborted_the_interpreter_raises_in_a_subprocess() -> None
 
 
 def test_64_bit_numpy_input_without_x64_names_the_cast_that_would_do() -> None:
-  """Eager NumPy int64 stays an error (dmljax never narrows silently; jax.jit converts before dmljax sees it), and
-  the message offers the cast, saying whether it is exact."""
-  message = str(_error(lambda: dml.one_hot(np.array([1, 2, 3]), 4)))
+  """Where dmljax refuses 64-bit NumPy data without x64 (gather_nd; the functional top_k, argmin/argmax, reduce and
+  one_hot narrow it as JAX does), the message offers the cast, saying whether it is exact."""
+  message = str(_error(lambda: dml.gather_nd(np.zeros(3, np.float32), np.array([[2]]))))
   assert "indices of type int64 needs jax.config.update('jax_enable_x64', True), or cast it: " in message
   assert "indices.astype(np.int32) (its values fit)" in message
   message = str(_error(lambda: dml.gather_nd(np.zeros(3, np.float32), np.array([[2**40]]))))
   assert "(its values [1099511627776, 1099511627776] do not fit int32)" in message and "astype" not in message
-  assert "or cast it: x.astype(np.float32) (which rounds)" in str(_error(lambda: dml.top_k(np.ones(3), 1)))
-  assert jax.jit(lambda i: dml.one_hot(i, 4))(np.array([1, 2, 3])).shape == (3, 4)  # JAX converts it first
+  assert "or cast it: x.astype(np.float32) (which rounds)" in str(
+    _error(lambda: dml.gather_nd(np.ones(3), np.array([[1]], np.int32)))
+  )
+  assert dml.one_hot(np.array([1, 2, 3]), 4).shape == (3, 4)  # narrowed, as jax.nn.one_hot does
 
 
 def test_gather_nd_batch_dims_must_leave_an_indexed_dimension() -> None:

@@ -270,14 +270,16 @@ def functional_corruptions(draw: st.DrawFn, op: str) -> Corruption:
   # one_hot's functional call takes the indices in jax.nn.one_hot's layout (without DirectML's size-1 axis).
   key = "functional_indices" if op == "one_hot" else field
   x = np.asarray(case[key])
-  kind = draw(st.sampled_from(["rank0", "rank9", "size0", "x64", "junk", "op"]))
+  # The functional top_k, argmin/argmax, reduce and one_hot take any rank, size-0 dimensions and 64-bit NumPy data
+  # without x64 as the JAX calls they replace do (tests/test_jax_conventions.py); rank 0 is invalid for top_k only.
+  kinds = {"gather_nd": ["rank0", "rank9", "size0", "x64"], "top_k": ["rank0"]}.get(op, [])
+  kind = draw(st.sampled_from([*kinds, "junk", "op"]))
 
   def with_(value: Any, name: str = field, keep_x64: bool = True) -> Corruption:
     return name, lambda: call_functional({**case, key: value}), keep_x64 and case["x64"]
 
   if kind == "rank0":
-    # one_hot takes rank-0 indices (a rank-1 output); rank 8 is its first invalid rank (a rank-9 output).
-    return with_(x.reshape(-1)[:1].reshape((1,) * 8) if op == "one_hot" else x.reshape(-1)[0])
+    return with_(x.reshape(-1)[0])
   if kind == "rank9":
     return with_(x.reshape(-1)[:1].reshape((1,) * 9))
   if kind == "size0":
@@ -292,7 +294,7 @@ def functional_corruptions(draw: st.DrawFn, op: str) -> Corruption:
   if op == "top_k":
     choice = draw(st.sampled_from(["k", "axis", "direction", "index_dtype"]))
     if choice == "k":
-      k = draw(st.sampled_from([0, case["x"].shape[case["axis"]] + 1, 1.5]))
+      k = draw(st.sampled_from([-1, case["x"].shape[case["axis"]] + 1, 1.5]))  # k = 0 is valid, as in lax.top_k
       return "k", lambda: call_functional({**case, "k": k}), case["x64"]
     if choice == "axis":
       rank = case["x"].ndim
@@ -319,12 +321,12 @@ def functional_corruptions(draw: st.DrawFn, op: str) -> Corruption:
     not_scalar = np.stack([case[value]] * draw(st.integers(1, 3)))
     return value, lambda: call_functional({**case, value: not_scalar}), case["x64"]
   if choice == "depth":
-    return "depth", lambda: call_functional({**case, "depth": draw(st.sampled_from([0, -3, 2.5]))}), case["x64"]
+    return "depth", lambda: call_functional({**case, "depth": draw(st.sampled_from([-1, -3, 2.5]))}), case["x64"]
   if choice == "axis":
     rank = case["functional_indices"].ndim + 1  # the output's rank
     axis = draw(st.sampled_from([rank, -rank - 1, 1.0]))
     return "axis", lambda: call_functional({**case, "functional_axis": axis}), case["x64"]
-  indices = case["functional_indices"].astype(np.float32)
+  indices = case["functional_indices"] > 0  # bool is no index (float indices are deprecated, not refused)
   return "indices", lambda: call_functional({**case, "functional_indices": indices}), case["x64"]
 
 
@@ -546,9 +548,11 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
     "'sum_of_squares'; got function=12",
   ),
   (
-    "floating-only function",
-    lambda: dml.reduce(np.zeros(3, np.int32), "l2"),
-    "reduce: function L2 needs a floating x; got x.dtype=int32",
+    "floating-only function with DirectML's integer rule",
+    lambda: dml.reduce(np.zeros(3, np.int32), "l2", promote_integers=False),
+    "reduce: function L2 needs a floating x when promote_integers=False (DirectML's integer reductions keep the "
+    "input's type, and it has no integer form of this one): pass promote_integers=True for jnp's floating result, "
+    "or x.astype(jnp.float32); got x.dtype=int32",
   ),
   (
     "dimension counts in range",
@@ -608,9 +612,9 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
     "ONE_HOT: values_tensor must have at least 2 elements (OffValue, OnValue); got values_tensor.sizes=(1, 1)",
   ),
   (
-    "depth at least 1",
-    lambda: dml.one_hot(np.zeros(2, np.int32), 0),
-    "one_hot: depth must be an integer >= 1; got depth=0",
+    "depth at least 0",
+    lambda: dml.one_hot(np.zeros(2, np.int32), -1),
+    "one_hot: depth must be an integer >= 0; got depth=-1",
   ),
   (
     "indices size 1 on the axis",
@@ -628,23 +632,25 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
     "top_k: x must be an array of numbers; got x.dtype=str32",
   ),
   (
-    "no size-0 dimension (functional)",
-    lambda: dml.argmax(np.zeros((2, 0), np.float32), 0),
-    "argmax: x must have no size-0 dimension (DirectML has none); got x.shape=(2, 0)",
+    "no empty sequence (functional)",
+    lambda: dml.argmax(np.zeros((2, 0), np.float32), 1),
+    "argmax: attempt to get argmax of an empty sequence: every reduced axis needs size 1 or more (as for "
+    "jnp.argmax); reduce over other axes; got x.shape=(2, 0) with axis (1,) (size 0 on axis (1,))",
   ),
   (
-    "64-bit array needs x64 (functional)",
-    lambda: dml.one_hot(np.zeros(2, np.int32), 3, on_value=np.float64(1), off_value=np.float64(0)),
-    "one_hot: 2 problems:\n"
-    "  - on_value of type float64 needs jax.config.update('jax_enable_x64', True), or cast it: "
-    "on_value.astype(np.float32) (which rounds); got on_value=float64 with jax_enable_x64 off\n"
-    "  - off_value of type float64 needs jax.config.update('jax_enable_x64', True), or cast it: "
-    "off_value.astype(np.float32) (which rounds); got off_value=float64 with jax_enable_x64 off",
+    "64-bit array needs x64 (gather_nd)",
+    lambda: dml.gather_nd(np.zeros(2, np.float64), np.zeros((1, 1), np.int64)),
+    "gather_nd: 2 problems:\n"
+    "  - x of type float64 needs jax.config.update('jax_enable_x64', True), or cast it: "
+    "x.astype(np.float32) (which rounds); got x=float64 with jax_enable_x64 off\n"
+    "  - indices of type int64 needs jax.config.update('jax_enable_x64', True), or cast it: "
+    "indices.astype(np.int32) (its values fit); got indices=int64 with jax_enable_x64 off",
   ),
   (
-    "integer or floating x",
-    lambda: dml.top_k(np.array([True, False]), 1),
-    "top_k: x must have an integer or floating dtype (top_k orders values); bool is not supported; got x.dtype=bool",
+    "real x",
+    lambda: dml.top_k(np.array([1j, 2]), 1),
+    "top_k: top_k needs real x (complex numbers have no order; jax.lax.top_k refuses them too): pass jnp.abs(x) to "
+    "order by magnitude, or x.real; got x.dtype=complex64",
   ),
 ]
 

@@ -35,9 +35,15 @@ def _of(bits: int, dtype: Any) -> np.ndarray:
 @pytest.mark.parametrize(("dtype", "on", "off"), CASES, ids=lambda c: getattr(c, "__name__", str(c)))
 def test_on_and_off_values_keep_their_bits(dtype: Any, on: int, off: int) -> None:
   width = np.dtype(dtype).itemsize
-  out = dml.one_hot(np.array([1, -1, 9], np.int32), 3, on_value=_of(on, dtype)[0], off_value=_of(off, dtype)[0])
-  want = np.array([[off, on, off], [off, off, on], [off, off, off]], np.dtype(f"u{width}"))
-  np.testing.assert_array_equal(np.asarray(out).view(np.dtype(f"u{width}")), want)
+  indices = np.array([1, -1, 9], np.int32)
+  values = {"on_value": _of(on, dtype)[0], "off_value": _of(off, dtype)[0]}
+  unsigned = np.dtype(f"u{width}")
+  out = dml.one_hot(indices, 3, negative_indices="from_end", **values)  # -1 counts from the end (DirectML's rule)
+  want = np.array([[off, on, off], [off, off, on], [off, off, off]], unsigned)
+  np.testing.assert_array_equal(np.asarray(out).view(unsigned), want)
+  out = dml.one_hot(indices, 3, **values)  # -1 sets no position (jax.nn.one_hot's rule, the default)
+  want = np.array([[off, on, off], [off, off, off], [off, off, off]], unsigned)
+  np.testing.assert_array_equal(np.asarray(out).view(unsigned), want)
 
 
 def test_narrow_float_values_stay_differentiable() -> None:

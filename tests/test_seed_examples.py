@@ -131,7 +131,8 @@ def _functional(example: dict) -> object:
     return out.reshape(want_sizes)
   if op == "REDUCE":
     function = params["function"].lower()
-    options: dict = {"keepdims": True}  # DirectML's layout, as the seed's output has it
+    # DirectML's layout and types, as the seed's output has them (integer results in the input's type).
+    options: dict = {"keepdims": True, "promote_integers": False}
     if function in ("argmax", "argmin"):
       options["index_dtype"] = seed_array(outs["output_tensor"]).dtype
     return dml.reduce(seed_array(ins["input_tensor"]), function, params["axes"], **options)

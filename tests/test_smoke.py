@@ -66,10 +66,12 @@ def test_reduce_every_family_both_paths() -> None:
 
 
 def test_one_hot_both_paths() -> None:
-  indices = np.array([[0], [3], [-1], [9]], np.int32)  # -1 counts from the end; 9 gives an all-off row
+  indices = np.array([[0], [3], [-1], [9]], np.int32)  # DirectML: -1 counts from the end; 9 gives an all-off row
   values = np.array([0.0, 1.0], np.float32)
   want = ref_one_hot(indices, values, 4, 1)
-  assert_bitwise_equal(dml.one_hot(indices[:, 0], 4), want, "one_hot")
+  assert_bitwise_equal(dml.one_hot(indices[:, 0], 4, negative_indices="from_end"), want, "one_hot")
+  by_default = np.array([[1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 0], [0, 0, 0, 0]], np.float32)  # jax.nn.one_hot's
+  assert_bitwise_equal(dml.one_hot(indices[:, 0], 4), by_default, "one_hot, negative indices off")
   desc = dml.OneHotDesc.from_inputs(desc_of(np.int32, indices.shape), desc_of(np.float32, (1, 2)), axis=1, depth=4)
   assert_bitwise_equal(dml.execute(desc, indices, values.reshape(1, 2)), want, "ONE_HOT")
 

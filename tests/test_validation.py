@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _helpers import assert_got_names_its_field, tensor_desc, x64
+from _helpers import assert_bitwise_equal, assert_got_names_its_field, tensor_desc, x64
 
 import dmljax as dml
 
@@ -466,7 +467,7 @@ CASES = [
     "fn_top_k_k_too_large",
     lambda x: dml.top_k(x, 5),
     (S((3, 4), F32),),
-    ("top_k: k must satisfy 1 <= k <= x.shape[axis] (= 4); got k=5",),
+    ("top_k: k must satisfy 0 <= k <= x.shape[axis] (= 4); got k=5",),
   ),
   Case(
     "fn_top_k_axis",
@@ -484,7 +485,7 @@ CASES = [
     "fn_top_k_rank_0",
     lambda x: dml.top_k(x, 1),
     (S((), F32),),
-    ("top_k: x must have rank 1 to 8; got x.shape=() (rank 0)",),
+    ("top_k: x must have rank 1 or more; got x.shape=() (rank 0)",),
   ),
   Case(
     "fn_top_k_index_dtype",
@@ -499,10 +500,13 @@ CASES = [
     ("top_k: index_dtype of type int64 needs jax.config.update('jax_enable_x64', True)",),
   ),
   Case(
-    "fn_top_k_bool",
+    "fn_top_k_complex",
     lambda x: dml.top_k(x, 1),
-    (S((3, 4), np.dtype(bool)),),
-    ("top_k: x must have an integer or floating dtype (top_k orders values); bool is not supported; got x.dtype=bool",),
+    (S((3, 4), np.dtype(np.complex64)),),
+    (
+      "top_k: top_k needs real x (complex numbers have no order; jax.lax.top_k refuses them too): pass jnp.abs(x) "
+      "to order by magnitude, or x.real; got x.dtype=complex64",
+    ),
   ),
   Case(
     "fn_argmin_repeated_axes",
@@ -511,22 +515,28 @@ CASES = [
     ("argmin: axis must hold distinct axes; got axis=(1, -1)",),
   ),
   Case(
-    "fn_argmax_rank_9",
-    lambda x: dml.argmax(x),
-    (S((1,) * 9, F32),),
-    ("argmax: x must have rank 1 to 8",),
+    "fn_argmax_axis_of_rank_0",
+    lambda x: dml.argmax(x, 0),
+    (S((), F32),),
+    ("argmax: axis must name no axis for rank 0 (pass None); got axis=(0,)",),
   ),
   Case(
     "fn_argmin_empty_reduced_axis",
     lambda x: dml.argmin(x, 0),
     (S((0, 3), F32),),
-    ("argmin: x must have no size-0 dimension (DirectML has none); got x.shape=(0, 3)",),
+    (
+      "argmin: attempt to get argmin of an empty sequence: every reduced axis needs size 1 or more (as for "
+      "jnp.argmin); reduce over other axes; got x.shape=(0, 3) with axis (0,) (size 0 on axis (0,))",
+    ),
   ),
   Case(
     "fn_reduce_max_empty_reduced_axis",
     lambda x: dml.reduce(x, "max", (-1,)),
     (S((3, 0), F32),),
-    ("reduce: x must have no size-0 dimension (DirectML has none); got x.shape=(3, 0)",),
+    (
+      "reduce: zero-size array to reduction operation max which has no identity: every reduced axis needs size 1 "
+      "or more (as for jnp.max); reduce over other axes, or use jnp.max(x, axis, initial=...); got x.shape=(3, 0)",
+    ),
   ),
   Case(
     "fn_gather_empty_indexed_dim",
@@ -535,10 +545,10 @@ CASES = [
     ("gather_nd: x must have no size-0 dimension (DirectML has none); got x.shape=(0, 3)",),
   ),
   Case(
-    "fn_reduce_average_int",
-    lambda x: dml.reduce(x, "average"),
+    "fn_reduce_average_int_in_its_type",
+    lambda x: dml.reduce(x, "average", promote_integers=False),
     (S((3, 4), I32),),
-    ("reduce: function AVERAGE needs a floating x; got x.dtype=int32",),
+    ("reduce: function AVERAGE needs a floating x when promote_integers=False",),
   ),
   Case(
     "fn_reduce_unknown_function",
@@ -590,10 +600,13 @@ CASES = [
     ),
   ),
   Case(
-    "fn_one_hot_float_indices",
+    "fn_one_hot_bool_indices",
     lambda i, v: dml.one_hot(i, 3, on_value=v[1], off_value=v[0]),
-    (S((4,), F32), S((2,), F32)),
-    ("one_hot: indices must have an integer dtype; got indices.dtype=float32",),
+    (S((4,), np.dtype(bool)), S((2,), F32)),
+    (
+      "one_hot: indices must have an integer dtype (bool is no index; jax.nn.one_hot refuses it too): pass "
+      "indices.astype(jnp.int32); got indices.dtype=bool",
+    ),
   ),
   Case(
     # jax.nn.one_hot's layout: the output has rank indices.ndim + 1, and axis is one of its axes.
@@ -603,15 +616,6 @@ CASES = [
     ("one_hot: axis must be an integer in [-2, 1] for the output's rank 2; got axis=2",),
   ),
   Case(
-    "fn_one_hot_rank_8_indices",
-    lambda i: dml.one_hot(i, 3),
-    (S((1,) * 8, I32),),
-    (
-      "one_hot: indices must have rank 0 to 7 (the output adds one axis); "
-      "got indices.shape=(1, 1, 1, 1, 1, 1, 1, 1) (rank 8)",
-    ),
-  ),
-  Case(
     # DirectML's values tensor held OffValue and OnValue; the functional path takes each as a scalar.
     "fn_one_hot_on_value_not_scalar",
     lambda i, v: dml.one_hot(i, 3, on_value=v, off_value=v[0]),
@@ -619,10 +623,10 @@ CASES = [
     ("one_hot: on_value must be a scalar; got on_value.shape=(2,)",),
   ),
   Case(
-    "fn_one_hot_depth_0",
-    lambda i, v: dml.one_hot(i, 0, on_value=v[1], off_value=v[0]),
+    "fn_one_hot_depth_negative",
+    lambda i, v: dml.one_hot(i, -1, on_value=v[1], off_value=v[0]),
     (S((4,), I32), S((2,), F32)),
-    ("one_hot: depth must be an integer >= 1; got depth=0",),
+    ("one_hot: depth must be an integer >= 0; got depth=-1",),
   ),
 ]
 
@@ -769,21 +773,26 @@ def test_default_feature_level_is_the_newest():
       jax.eval_shape(run(desc, "4_1"), *X4)
 
 
-def test_64_bit_data_without_x64_is_an_error_not_a_downcast():
-  """NumPy float64/int64 arrays (which jnp.asarray would silently truncate) are refused with a clear message."""
+def test_64_bit_data_without_x64_is_narrowed_on_the_functional_path_as_jax_does():
+  """top_k, argmin/argmax, reduce and one_hot narrow NumPy float64/int64 input without x64, as the JAX calls they
+  replace do (float64 to float32, int64 to int32); a 64-bit type asked for (index_dtype=, dtype=) still needs x64,
+  and gather_nd and the descriptor path refuse 64-bit data without it."""
   assert not jax.config.read("jax_enable_x64")
-  x64_array = np.arange(4, dtype=np.float64)
+  x64_array = np.array([0.1, 3.0, 2.5, -1.0], np.float64)
+  narrow = x64_array.astype(np.float32)
+  values, indices = dml.top_k(x64_array, 2)
+  assert_bitwise_equal(values, narrow[[1, 2]], "top_k values")
+  assert indices.dtype == np.int32 and indices.tolist() == [1, 2]
+  assert dml.argmin(x64_array).dtype == np.int32 and int(dml.argmin(x64_array)) == 3
+  assert_bitwise_equal(dml.reduce(x64_array, "max"), np.float32(3.0), "reduce max")
+  assert dml.reduce(np.array([1, 2], np.int64), "sum").dtype == np.int32
+  hot = dml.one_hot(np.array([2, 0], np.int64), 3, on_value=np.float64(0.1), off_value=np.float64(0))
+  assert_bitwise_equal(hot, np.array([[0, 0, 0.1], [0.1, 0, 0]], np.float32), "one_hot")
   cases = [
-    (lambda: dml.top_k(x64_array, 1), "top_k: x of type float64 needs jax.config.update('jax_enable_x64', True)"),
-    (lambda: dml.argmin(x64_array), "argmin: x of type float64 needs"),
-    (lambda: dml.reduce(x64_array, "sum"), "reduce: x of type float64 needs"),
+    (lambda: dml.top_k(x64_array, 1, index_dtype=np.int64), "top_k: index_dtype of type int64 needs"),
     (
       lambda: dml.gather_nd(np.zeros(3, np.float32), np.zeros((1, 1), np.int64)),
       "gather_nd: indices of type int64 needs",
-    ),
-    (
-      lambda: dml.one_hot(np.zeros(2, np.int32), 3, on_value=np.float64(1), off_value=np.float64(0)),
-      "on_value of type float64 needs",
     ),
     (
       lambda: dml.one_hot(np.zeros(2, np.int32), 3, dtype=np.float64),
@@ -802,17 +811,24 @@ def test_64_bit_data_without_x64_is_an_error_not_a_downcast():
       call()
 
 
-def test_size_0_dimensions_are_refused_in_the_functional_path_too():
-  """SPEC §0: DirectML has no size-0 dimensions; both paths refuse them, operated on or not."""
+def test_size_0_dimensions_are_refused_on_the_descriptor_path_and_by_gather_nd():
+  """SPEC §0: DirectML has no size-0 dimensions; the descriptor path and gather_nd refuse them, operated on or not
+  (the functional top_k, argmin/argmax, reduce and one_hot take them as JAX does: tests/test_jax_conventions.py)."""
   cases = [
-    (lambda x: dml.argmin(x, 1), (S((0, 3), F32),), "argmin: x must have no size-0 dimension"),
-    (lambda x: dml.top_k(x, 2), (S((0, 3), F32),), "top_k: x must have no size-0 dimension"),
     (lambda x, i: dml.gather_nd(x, i), (S((2, 3), F32), S((0, 1), I32)), "gather_nd: indices must have no size-0"),
-    (lambda x: dml.reduce(x, "sum", 0), (S((0, 2), F32),), "reduce: x must have no size-0 dimension"),
+    (
+      lambda x: dml.execute(dml.ReduceDesc.from_inputs("sum", dml.TensorDesc(np.float32, (2, 3)), axes=(0,)), x),
+      (S((0, 3), F32),),
+      "REDUCE: input_tensor array must have shape input_tensor.sizes=(2, 3)",
+    ),
   ]
   for fn, args, fragment in cases:
-    with pytest.raises(dml.DescriptorError, match=fragment):
+    with pytest.raises(dml.DescriptorError, match=re.escape(fragment)):
       jax.eval_shape(fn, *args)
+  with pytest.raises(
+    dml.DescriptorError, match=re.escape("input_tensor.sizes must all be >= 1 (DirectML has no size-0")
+  ):
+    dml.ReduceDesc.from_inputs("sum", dml.TensorDesc(np.float32, (0, 3)), axes=(0,))
 
 
 def test_64_bit_dtypes_are_accepted_with_x64():

@@ -280,27 +280,72 @@ def _last_on_ties(p: Problems, name: str, ties: Any, direction: Any) -> bool:
   return ties == "last"
 
 
+def functional_axes(
+  p: Problems, name: str, shape: tuple[int, ...], axes: Any, index_dtype: np.dtype | None, *, allow_empty: bool
+) -> tuple[int, ...] | None:
+  """The functional path's rules for an arg-reduction: any rank, ``None`` every axis (of a rank-0 array: its one
+  element), distinct axes (one or more unless ``allow_empty``: REDUCE's ARGMAX/ARGMIN of no axes index each element
+  on its own), each of size 1 or more, whose flat index ``index_dtype`` can hold."""
+  if not shape and axes is None:
+    return ()
+  canonical = axes_lib.canonical_axes(p, "axis", axes, len(shape), allow_negative=True, allow_empty=allow_empty)
+  if canonical is None:
+    return None
+  statement = (
+    f"attempt to get {name} of an empty sequence: every reduced axis needs size 1 or more (as for jnp.{name}); "
+    "reduce over other axes"
+  )
+  ok = axes_lib.nonempty_blocks(p, "x", shape, canonical, statement)
+  if not ok or not check_reduced_index(p, FUNCTIONAL, shape, canonical, index_dtype):
+    return None
+  return canonical
+
+
+def require_ordered(p: Problems, name: str, dtype: np.dtype) -> bool:
+  """An ordered type: integers, floats and bool (False < True); complex has no order (JAX refuses it too)."""
+  return p.require(
+    not dtypes.is_complex(dtype),
+    f"{name} needs real x (complex numbers have no order; jnp.{name} refuses them too): pass jnp.abs(x) to "
+    "order by magnitude, or x.real",
+    f"x.dtype={dtype.name}",
+  )
+
+
 def _functional(
   name: str, find_max: bool, x: ArrayLike, axes: Any, ties: Any, direction: Any, keepdims: bool, index_dtype: Any
 ) -> jax.Array:
   p = Problems(name)
-  array = dtypes.as_array(p, "x", x)
+  array = dtypes.as_array(p, "x", x, narrow=True)
   last = _last_on_ties(p, name, ties, direction)
   canonical_index = dtypes.canonical_index_dtype(p, "index_dtype", index_dtype)
   canonical_axes = None
-  if array is not None and dtypes.require_real(p, "x", np.dtype(array.dtype), f"{name} orders values"):
-    canonical_axes = _check_arg_reduce(p, FUNCTIONAL, array.shape, axes, canonical_index, allow_negative=True)
+  if array is not None and require_ordered(p, name, np.dtype(array.dtype)):
+    canonical_axes = functional_axes(p, name, array.shape, axes, canonical_index, allow_empty=False)
   p.raise_if_any()
   assert array is not None and canonical_axes is not None and canonical_index is not None
-  return arg_extreme(
-    array,
-    axes=canonical_axes,
+  return functional_arg_extreme(array, canonical_axes, find_max, last, canonical_index, bool(keepdims))
+
+
+def functional_arg_extreme(
+  x: jax.Array, axes: tuple[int, ...], find_max: bool, last: bool, index_dtype: np.dtype, keepdims: bool
+) -> jax.Array:
+  """:func:`arg_extreme` for validated functional-path input of any rank and size (bool ordered as uint8)."""
+  out_shape = axes_lib.output_shape(x.shape, axes, keepdims)
+  if x.size == 0:  # only kept axes are empty (checked): no index to compute
+    return jnp.zeros(out_shape, index_dtype)
+  if dtypes.is_bool(x.dtype):
+    x = x.astype(np.uint8)
+  folded, folded_axes = axes_lib.fold_reduction(x, axes)
+  out = arg_extreme(
+    folded,
+    axes=folded_axes,
     find_max=find_max,
     last=last,
-    index_dtype=canonical_index,
-    keepdims=bool(keepdims),
+    index_dtype=index_dtype,
+    keepdims=keepdims,
     choice=platform.current(),
   )
+  return out if out.shape == out_shape else out.reshape(out_shape)
 
 
 _DOC = r"""The flat index of the {extreme} element over ``axes``, DirectML {op}.
@@ -316,24 +361,28 @@ _DOC = r"""The flat index of the {extreme} element over ``axes``, DirectML {op}.
   with the same tie rule, so the result is exactly the unsharded one.
 
   Args:
-    x: array of any integer or floating dtype (bfloat16 included), rank 1 to 8.
+    x: array of any integer or floating dtype (bfloat16 included) or bool,
+      any rank and shape (every reduced axis of size 1 or more).
     axis: an axis or a tuple of distinct axes (negative count from the end),
       static Python ints; ``None`` (default) means every axis.
     ties: ``"first"`` (default, as ``jnp.{func}``) or ``"last"``: which index
       an extreme that occurs more than once gives.
     keepdims: keep the reduced axes with size 1 (DirectML's layout); default
       ``False``, as ``jnp.{func}``.
-    index_dtype: int32 (default, as ``jnp.{func}``), int64, uint32 or uint64.
+    index_dtype: ``None`` (default): JAX's default integer, as ``jnp.{func}``
+      (int32, or int64 with ``jax_enable_x64``); or int32, int64, uint32 or
+      uint64 (DirectML's output types).
     direction: deprecated, DirectML's name for ``ties``: ``"increasing"`` is
       ``ties="first"``, ``"decreasing"`` ``ties="last"`` (a
-      ``DeprecationWarning``; the descriptor path keeps ``axis_direction``).
+      ``DeprecationWarning``; the descriptor path keeps axis_direction).
 
   Returns:
     The indices, of ``index_dtype``.
 
   Raises:
-    DescriptorError: at trace time, for a bad rank, axes, ties or index
-      dtype, or when the reduced element count cannot be indexed by it.
+    DescriptorError: at trace time, for complex ``x``, bad axes (or one of
+      size 0), ties or index dtype, or when the reduced element count cannot
+      be indexed by it.
 
   Example:
     >>> import dmljax as dml, jax.numpy as jnp
@@ -353,7 +402,7 @@ def argmin(
   *,
   ties: Literal["first", "last"] = "first",
   keepdims: bool = False,
-  index_dtype: Any = jnp.int32,
+  index_dtype: Any = None,
   direction: AxisDirection | str | None = None,
 ) -> jax.Array:
   return _functional("argmin", False, x, axis, ties, direction, keepdims, index_dtype)
@@ -365,7 +414,7 @@ def argmax(
   *,
   ties: Literal["first", "last"] = "first",
   keepdims: bool = False,
-  index_dtype: Any = jnp.int32,
+  index_dtype: Any = None,
   direction: AxisDirection | str | None = None,
 ) -> jax.Array:
   return _functional("argmax", True, x, axis, ties, direction, keepdims, index_dtype)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import enum
+import math
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from dmljax._src import enums
@@ -56,6 +58,46 @@ def rank_in_range(p: Problems, f: Fields, role: str, shape: tuple[int, ...]) -> 
   return ok
 
 
+def functional_rank(p: Problems, field: str, shape: tuple[int, ...], *, least: int = 0) -> bool:
+  """The functional path takes any rank JAX does (``least`` or more), size-0 dimensions included."""
+  return p.require(
+    len(shape) >= least,
+    f"{field} must have rank {least} or more",
+    f"{field}.shape={shape} (rank {len(shape)})",
+  )
+
+
+def nonempty_blocks(p: Problems, field: str, shape: tuple[int, ...], axes: tuple[int, ...], statement: str) -> bool:
+  """Every reduced axis of size 1 or more, for an extreme or its index (of no elements, undefined, as in ``jnp``)."""
+  empty = tuple(a for a in axes if shape[a] == 0)
+  return p.require(not empty, statement, f"{field}.shape={shape} with axis {tuple(axes)} (size 0 on axis {empty})")
+
+
+def output_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
+  """A reduction's output shape: reduced axes kept with size 1, or removed."""
+  return reduced_shape(shape, axes) if keepdims else tuple(s for d, s in enumerate(shape) if d not in axes)
+
+
+def fold_reduction(x: jax.Array, axes: tuple[int, ...]) -> tuple[jax.Array, tuple[int, ...]]:
+  """``x`` and ``axes`` as an operator of rank 1 to 8 takes them, for a reduction of any rank (reshape the result).
+
+  Rank 0 becomes one element reduced over its axis; above rank 8, the kept axes are moved before the reduced
+  ones (in ascending order, so a flat index over the reduced axes is unchanged) and each group flattened.
+  """
+  if x.ndim == 0:
+    return x.reshape(1), (0,)
+  if x.ndim <= MAX_RANK:
+    return x, axes
+  if not axes:
+    return x.reshape(-1), ()
+  kept = tuple(d for d in range(x.ndim) if d not in axes)
+  moved = jnp.transpose(x, (*kept, *axes))
+  count = math.prod(x.shape[a] for a in axes)
+  if not kept:
+    return moved.reshape(count), (0,)
+  return moved.reshape(-1, count), (1,)
+
+
 def is_int(value: Any) -> bool:
   """A Python or NumPy integer, not a bool: what counts, sizes and ``k`` must be."""
   return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
@@ -88,6 +130,7 @@ def _static_hint(p: Problems, field: str, value: Any, traced_advice: str = "") -
       f"{field} must be a static Python int, because it sets the output's shape; under jax.jit, pass it as a "
       f"static argument (jax.jit(f, static_argnames='{field}') or static_argnums){traced_advice}",
       f"{field}=traced {_traced_type(value)}" if isinstance(value, jax.core.Tracer) else f"{field}={value!r}",
+      traced=True,
     )
     return True
   values = value if isinstance(value, (tuple, list)) else (value,)
@@ -170,7 +213,9 @@ def canonical_axes(
   lo = -rank if allow_negative else 0
   ok = p.require(
     all(v is not None and lo <= v < rank for v in values),
-    f"{field} must hold integers in [{lo}, {rank - 1}] for rank {rank}",
+    f"{field} must hold integers in [{lo}, {rank - 1}] for rank {rank}"
+    if rank
+    else f"{field} must name no axis for rank 0 (pass None)",
     f"{field}={tuple(axes)}",
   )
   if not ok:

@@ -142,7 +142,9 @@ def _narrowing_hint(field: str, x: Any, dtype: np.dtype) -> str:
 
 
 def canonical_index_dtype(p: Problems, field: str, index_dtype: Any) -> np.dtype | None:
-  """Checks an ``index_dtype`` option: one of int32, int64, uint32, uint64."""
+  """Checks an ``index_dtype`` option: one of int32, int64, uint32, uint64; ``None`` is JAX's default integer."""
+  if index_dtype is None:
+    return default_int_dtype()
   try:
     dtype = np.dtype(index_dtype)
   except TypeError:
@@ -159,13 +161,13 @@ def canonical_index_dtype(p: Problems, field: str, index_dtype: Any) -> np.dtype
 _NO_XLA_TYPE = ("float6_",)
 
 
-def as_array(p: Problems, field: str, x: Any) -> jax.Array | None:
-  """``jnp.asarray(x)``, refusing 64-bit NumPy input without x64.
+def as_array(p: Problems, field: str, x: Any, *, narrow: bool = False) -> jax.Array | None:
+  """``jnp.asarray(x)``; 64-bit NumPy input without x64 is narrowed (``narrow``) or refused.
 
-  ``jnp.asarray`` would silently truncate a float64/int64 NumPy array when x64 is
-  off; dmljax raises an error instead (docs/semantics.rst, "64-bit types"), which
-  names the cast that would give the same call in 32 bits: exact for integers
-  whose values fit (and said so), rounding for floats.
+  The functional path narrows it, as ``jnp.asarray`` and the JAX calls it replaces do (float64 to
+  float32, int64 to int32). Elsewhere (gather_nd, the ONNX backend) dmljax raises an error instead
+  (docs/semantics.rst, "64-bit types"), which names the cast that would give the same call in 32 bits:
+  exact for integers whose values fit (and said so), rounding for floats.
   """
   declared = getattr(x, "dtype", None)
   if declared is not None:
@@ -181,7 +183,7 @@ def as_array(p: Problems, field: str, x: Any) -> jax.Array | None:
       f"{field}.dtype={dtype_name(declared)}",
     ):
       return None
-    if not require_x64_for(p, field, declared, lambda: _narrowing_hint(field, x, np.dtype(declared))):
+    if not narrow and not require_x64_for(p, field, declared, lambda: _narrowing_hint(field, x, np.dtype(declared))):
       return None
   if declared is not None and np.dtype(declared).name.startswith(_NO_XLA_TYPE):
     p.add(
@@ -195,6 +197,46 @@ def as_array(p: Problems, field: str, x: Any) -> jax.Array | None:
   except (TypeError, ValueError, OverflowError) as e:
     p.add(f"{field} must be an array of numbers", f"{field} of type {type(x).__name__} ({e})")
     return None
+
+
+def default_int_dtype() -> np.dtype:
+  """JAX's default integer: int64 with ``jax_enable_x64``, int32 without (``jnp.argmax``'s result type)."""
+  return np.dtype(jax.dtypes.canonicalize_dtype(int))
+
+
+def default_uint_dtype() -> np.dtype:
+  """JAX's default unsigned integer: uint64 with ``jax_enable_x64``, uint32 without."""
+  return np.dtype(jax.dtypes.canonicalize_dtype(np.uint64))
+
+
+def is_complex(dtype: Any) -> bool:
+  return bool(jnp.issubdtype(dtype, jnp.complexfloating))
+
+
+def is_bool(dtype: Any) -> bool:
+  return np.dtype(dtype) == np.dtype(bool)
+
+
+def summed_dtype(dtype: Any, *, promote_integers: bool) -> np.dtype:
+  """The result type of ``jnp.sum``/``jnp.prod``: bool counts as JAX's default integer; with
+  ``promote_integers``, an integer narrower than the default (unsigned: the default unsigned) widens to it."""
+  dtype = np.dtype(dtype)
+  if is_bool(dtype):
+    return default_int_dtype()
+  if promote_integers and is_integer(dtype):
+    default = default_uint_dtype() if not is_signed_integer(dtype) else default_int_dtype()
+    if jnp.iinfo(dtype).bits < jnp.iinfo(default).bits:
+      return default
+  return dtype
+
+
+def inexact_dtype(dtype: Any) -> np.dtype:
+  """The result type of ``jnp.mean`` and ``logsumexp``: floating and complex types stay; bool and integers up to
+  32 bits become float32, 64-bit integers float64 (JAX's rule, whatever ``jax_enable_x64`` says)."""
+  dtype = np.dtype(dtype)
+  if is_float(dtype) or is_complex(dtype):
+    return dtype
+  return np.dtype(np.float64) if dtype.itemsize == 8 else np.dtype(np.float32)
 
 
 def require_real(p: Problems, field: str, dtype: np.dtype, why: str) -> bool:

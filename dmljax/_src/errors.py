@@ -7,6 +7,7 @@ failing field at once (chex-style) instead of stopping at the first.
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 
@@ -29,7 +30,7 @@ class DescriptorError(ValueError):
     ...   dml.top_k(jnp.zeros(4), 5)
     ... except dml.DescriptorError as error:
     ...   print(error)
-    top_k: k must satisfy 1 <= k <= x.shape[axis] (= 4); got k=5
+    top_k: k must satisfy 0 <= k <= x.shape[axis] (= 4); got k=5
   """
 
   def __init__(self, operator: str, problems: list[str] | tuple[str, ...]):
@@ -43,6 +44,23 @@ class DescriptorError(ValueError):
     super().__init__(message)
 
 
+class StaticArgumentError(DescriptorError, jax.errors.ConcretizationTypeError):
+  """A :class:`DescriptorError` for a traced value where a static Python int is needed (``k``, ``depth``, ``axis``).
+
+  It also derives from ``jax.errors.ConcretizationTypeError``, the class JAX raises when ``jax.lax.top_k``'s
+  ``k`` or ``jax.nn.one_hot``'s ``num_classes`` is traced, so code that catches either class catches it.
+  The message names the argument and says how to pass it under ``jax.jit``.
+
+  Example:
+    >>> import dmljax as dml, jax, jax.numpy as jnp
+    >>> try:
+    ...   jax.jit(dml.one_hot)(jnp.array([0, 2]), 3)
+    ... except jax.errors.ConcretizationTypeError as error:
+    ...   print(type(error).__name__, isinstance(error, dml.DescriptorError))
+    StaticArgumentError True
+  """
+
+
 class Problems:
   """Collects rule violations for one operator call, then raises them together."""
 
@@ -50,15 +68,18 @@ class Problems:
     self.operator = operator
     self._found: list[str] = []
     self._got: set[str] = set()
+    self._traced = False
 
-  def add(self, statement: str, got: str) -> None:
+  def add(self, statement: str, got: str, *, traced: bool = False) -> None:
     """Records ``"<statement>; got <got>"``, e.g. ``"k must satisfy ...; got k=5"``.
 
     ``got`` starts with the field it judges and gives its value (``x.shape=(3, 3)``,
     ``output_tensor.data_type=FLOAT16``), so two fields wrong in the same way are two problems,
     while one value refused by two rules (the feature-level table and an operator's own check
-    may both refuse an output type) is reported once.
+    may both refuse an output type) is reported once. ``traced``: the problem is a traced value where a static
+    one is needed, which makes the error a :class:`StaticArgumentError`.
     """
+    self._traced |= traced
     if got not in self._got:
       self._got.add(got)
       self._found.append(f"{statement}; got {got}")
@@ -74,4 +95,4 @@ class Problems:
 
   def raise_if_any(self) -> None:
     if self._found:
-      raise DescriptorError(self.operator, self._found)
+      raise (StaticArgumentError if self._traced else DescriptorError)(self.operator, self._found)

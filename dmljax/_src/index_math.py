@@ -48,12 +48,12 @@ def wrap_for_clipping_gather(v: jax.Array, size: int) -> jax.Array:
   return jnp.where(wrapped < 0, wrapped + np.array(size, work), wrapped)
 
 
-def hot_positions(v: jax.Array, size: int, axis: int) -> jax.Array:
-  """ONE_HOT's index policy as a mask: ``v`` in ``[0, size)`` sets position ``v`` along the new ``axis`` of ``size``,
-  ``v`` in ``[-size, -1]`` sets ``v + size``, anything else no position.
+def hot_positions(v: jax.Array, size: int, axis: int, *, from_end: bool) -> jax.Array:
+  """ONE_HOT's index policy as a mask: ``v`` in ``[0, size)`` sets position ``v`` along the new ``axis`` of ``size``;
+  with ``from_end`` (DirectML's rule), ``v`` in ``[-size, -1]`` sets ``v + size``; anything else no position.
 
-  Two comparisons per output element, with no per-index select, so XLA fuses the whole mask into the
-  output's one pass (a per-index normalisation would be its own kernel). The comparisons are exact in
+  At most two comparisons per output element, with no per-index select, so XLA fuses the whole mask into
+  the output's one pass (a per-index normalisation would be its own kernel). The comparisons are exact in
   the position type: a signed ``v`` widened to it (``v + size`` may wrap only for ``v`` far above ``size``,
   and then lands below 0, where no position is); an unsigned ``v`` is compared in its own type, never
   offset (a huge value must not wrap around onto a position).
@@ -67,4 +67,22 @@ def hot_positions(v: jax.Array, size: int, axis: int) -> jax.Array:
   work = position_dtype(dtype, size)
   wide = v.astype(work)
   iota = lax.broadcasted_iota(work, shape, axis)
+  if not from_end:
+    return iota == wide
   return (iota == wide) | (iota == wide + np.array(size, work))
+
+
+def whole_numbers(v: jax.Array) -> jax.Array:
+  """Float or complex indices as signed integers: a whole real number stays itself, anything else (a fraction, a
+  non-zero imaginary part, NaN, inf, a magnitude of 2**31, or 2**63 for float64) becomes the type's minimum,
+  which sets no position under either ONE_HOT rule. ``jax.nn.one_hot`` likewise sets a position only where the
+  index equals it."""
+  real = jnp.real(v)
+  if np.dtype(real.dtype).itemsize < 4:
+    real = real.astype(np.float32)  # every value of a narrower float, and its whole numbers, are exact in float32
+  out = np.dtype(np.int64) if np.dtype(real.dtype).itemsize == 8 else np.dtype(np.int32)
+  bound = np.array(2.0 ** (out.itemsize * 8 - 1), real.dtype)
+  whole = (real == jnp.floor(real)) & (jnp.abs(real) < bound)
+  if dtypes.is_complex(v.dtype):
+    whole &= jnp.imag(v) == 0
+  return jnp.where(whole, real, -bound).astype(out)

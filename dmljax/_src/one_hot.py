@@ -8,7 +8,9 @@ DirectML semantics (``DML_ONE_HOT_OPERATOR_DESC``; docs/semantics.rst, "ONE_HOT"
   flat element 1 is OnValue; the output has the values' dtype;
 * an index in ``[0, D)`` sets that position; a signed index in ``[-D, -1]``
   counts from the end; anything else (``>= D``, ``< -D``, a huge unsigned
-  value) leaves the whole sequence at OffValue.
+  value) leaves the whole sequence at OffValue. The functional path counts
+  negative indices from the end only with ``negative_indices="from_end"``;
+  by default they set no position, as in ``jax.nn.one_hot``.
 
 Differentiation (docs/semantics.rst): the output is linear in the values tensor: the
 gradient of OnValue is the sum of the cotangents at the hot positions, that of
@@ -22,8 +24,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -95,18 +98,21 @@ class OneHotDesc:
     return cls(indices_tensor, values_tensor, _output(indices_tensor, values_tensor, depth, axis), axis=axis)
 
 
-def _check_depth(p: Problems, field: str, depth: Any) -> int | None:
-  """The sequence length: a static int >= 1 that positions can count to."""
-  value = axes_lib.static_int(p, field, depth, f"{field} must be an integer >= 1", lambda d: d >= 1)
+def _check_depth(p: Problems, field: str, depth: Any, *, least: int = 1) -> int | None:
+  """The sequence length: a static int ``>= least`` (DirectML: 1; ``jax.nn.one_hot``: 0) that positions can count to."""
+  value = axes_lib.static_int(p, field, depth, f"{field} must be an integer >= {least}", lambda d: d >= least)
   if value is None or not dtypes.positions_fit(p, field, value):
     return None
   return value
 
 
-@functools.partial(jax.jit, static_argnames=("depth", "axis"))
-def _one_hot(indices: jax.Array, values: jax.Array, *, depth: int, axis: int) -> jax.Array:
-  """DirectML's layout: ``indices`` has size 1 on ``axis``; ``values.reshape(-1)[:2]`` is (off, on)."""
-  hot = index_math.hot_positions(indices, depth, axis)
+@functools.partial(jax.jit, static_argnames=("depth", "axis", "from_end"))
+def _one_hot(indices: jax.Array, values: jax.Array, *, depth: int, axis: int, from_end: bool) -> jax.Array:
+  """DirectML's layout: ``indices`` has size 1 on ``axis``; ``values.reshape(-1)[:2]`` is (off, on); ``from_end``:
+  negative indices count from the end (DirectML's rule), else they set no position (``jax.nn.one_hot``'s)."""
+  if not dtypes.is_integer(indices.dtype):
+    indices = index_math.whole_numbers(indices)
+  hot = index_math.hot_positions(indices, depth, axis, from_end=from_end)
   return autodiff.linear_in_float32(_select, values, hot)
 
 
@@ -145,30 +151,34 @@ def _select(values: jax.Array, hot: jax.Array) -> jax.Array:
 def _on_off_values(p: Problems, on_value: Any, off_value: Any, dtype: Any) -> jax.Array | None:
   """``[off_value, on_value]`` of the output dtype: ``dtype``, else the arrays' type, else JAX's default float."""
   given = {"on_value": on_value, "off_value": off_value}
+  dtype_ok = True
   if dtype is not None:
     try:
       dtype = np.dtype(dtype)
     except TypeError:
       p.add("dtype must be a NumPy/JAX dtype", f"dtype={dtype!r}")
-      return None
-    if not (dtypes.require_x64_for(p, "dtype", dtype)):
-      return None
+      dtype_ok = False
+    else:
+      dtype_ok = dtypes.require_x64_for(p, "dtype", dtype)
   arrays = {}
   for field, value in given.items():
     shape = getattr(value, "shape", None)  # checked before the dtype, which may refuse the array
     scalar = shape is None or p.require(len(shape) == 0, f"{field} must be a scalar", f"{field}.shape={shape}")
-    array = dtypes.as_array(p, field, value)
+    array = dtypes.as_array(p, field, value, narrow=True)
     if not scalar:
       continue
     if array is not None and p.require(array.ndim == 0, f"{field} must be a scalar", f"{field}.shape={array.shape}"):
       arrays[field] = array
-  if len(arrays) < 2:
+  if len(arrays) < 2 or not dtype_ok:
     return None
   if dtype is None:
     typed = [a for f, a in arrays.items() if hasattr(given[f], "dtype")]
     dtype = jax.dtypes.canonicalize_dtype(float) if not typed else jnp.result_type(*typed)
   pair = (arrays["off_value"].astype(dtype), arrays["on_value"].astype(dtype))
   return _stacked_bits(*pair) if _as_bits(np.dtype(dtype)) else jnp.stack(pair)
+
+
+NEGATIVE_INDICES = ("off", "from_end")
 
 
 def one_hot(
@@ -179,6 +189,7 @@ def one_hot(
   on_value: ArrayLike = 1,
   off_value: ArrayLike = 0,
   dtype: Any = None,
+  negative_indices: Literal["off", "from_end"] = "off",
 ) -> jax.Array:
   r"""One-hot sequences of length ``depth``, inserted at ``axis``, DirectML ONE_HOT in ``jax.nn.one_hot``'s layout.
 
@@ -186,70 +197,98 @@ def one_hot(
   ``depth`` inserted at ``axis`` (as ``jax.nn.one_hot`` and ``tf.one_hot``):
 
   .. math::
-     \mathrm{out}[\ldots, j, \ldots] = \begin{cases} \mathrm{on} & -D \le \mathrm{indices}[\ldots] < D
-     \text{ and } j = \mathrm{indices}[\ldots] \bmod D \\ \mathrm{off} & \text{otherwise} \end{cases}
+     \mathrm{out}[\ldots, j, \ldots] = \begin{cases} \mathrm{on} & j = \mathrm{indices}[\ldots] \text{, or }
+     j = \mathrm{indices}[\ldots] + D \text{ with } \texttt{negative\_indices="from\_end"} \\
+     \mathrm{off} & \text{otherwise} \end{cases}
 
-  DirectML's index policy: an index in ``[0, D)`` sets that position, one in
-  ``[-D, -1]`` counts from the end once, and any other index (``>= D``,
-  ``< -D``, a huge unsigned value) leaves its whole sequence at ``off_value``
-  (``jax.nn.one_hot`` gives all-off rows for negative indices too). The output
-  is differentiable with respect to ``on_value`` and ``off_value``.
+  By default an index outside ``[0, D)``, negative ones included, leaves its
+  whole sequence at ``off_value``, as ``jax.nn.one_hot`` does (``-1`` as
+  padding gives an all-off row). ``negative_indices="from_end"`` is
+  DirectML's and ONNX's rule: an index in ``[-D, -1]`` counts from the end
+  once (the descriptor path's ONE_HOT always does). Float indices set the
+  position they equal (a fraction, NaN or inf sets none) and are deprecated,
+  as in ``jax.nn.one_hot`` (a ``DeprecationWarning``). The output is
+  differentiable with respect to ``on_value`` and ``off_value``.
 
   Args:
-    indices: integer array (any signed or unsigned width), rank 0 to 7.
-    depth: the length D of every sequence, a static Python int ``>= 1``.
+    indices: integer array (any signed or unsigned width; float and complex
+      accepted, deprecated), any rank and shape.
+    depth: the length D of every sequence, a static Python int ``>= 0``.
     axis: where the new axis goes, in ``[-(indices.ndim + 1), indices.ndim]``;
       default last.
     on_value: the value at the hot position (a scalar; default 1).
     off_value: the value everywhere else (a scalar; default 0).
     dtype: the output dtype; default: the type of ``on_value``/``off_value``
-      where either is an array, else JAX's default float (float32).
+      where either is an array, else JAX's default float (float32, or float64
+      with ``jax_enable_x64``), as ``jax.nn.one_hot``.
+    negative_indices: ``"off"`` (default, as ``jax.nn.one_hot``) or
+      ``"from_end"`` (DirectML's and ONNX's rule).
 
   Returns:
     ``indices.shape`` with ``depth`` inserted at ``axis``, of ``dtype``.
 
   Raises:
-    DescriptorError: at trace time, for a non-integer ``indices``, a rank above
-      7, a size-0 dimension, ``axis`` out of range, ``depth < 1`` or non-scalar
-      on/off values.
+    DescriptorError: at trace time, for bool ``indices``, ``axis`` out of
+      range, ``depth < 0``, non-scalar on/off values or an unknown
+      ``negative_indices``; a traced ``depth`` raises
+      :class:`StaticArgumentError`.
 
   Example:
     >>> import dmljax as dml, jax.numpy as jnp
     >>> dml.one_hot(jnp.array([0, 3, -1, 9]), 3).tolist()
-    [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
+    [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    >>> dml.one_hot(jnp.array([-1, 2]), 3, negative_indices="from_end").tolist()
+    [[0.0, 0.0, 1.0], [0.0, 0.0, 1.0]]
     >>> dml.one_hot(jnp.array([1, 0]), 2, axis=0, on_value=jnp.int8(5), off_value=jnp.int8(-1)).tolist()
     [[-1, 5], [5, -1]]
   """
   p = Problems("one_hot")
-  index_array = dtypes.as_array(p, "indices", indices)
+  index_array = dtypes.as_array(p, "indices", indices, narrow=True)
   values = _on_off_values(p, on_value, off_value, dtype)
-  length = _check_depth(p, "depth", depth)
+  length = _check_depth(p, "depth", depth, least=0)
+  p.require(
+    negative_indices in NEGATIVE_INDICES,
+    "negative_indices must be 'off' (an all-off sequence, as jax.nn.one_hot) or 'from_end' (DirectML's rule)",
+    f"negative_indices={negative_indices!r}",
+  )
   canonical_axis = None
   if index_array is not None:
-    integer_indices = dtypes.require_integer(p, "indices", np.dtype(index_array.dtype))
+    index_type = np.dtype(index_array.dtype)
+    numbers = p.require(
+      not dtypes.is_bool(index_type),
+      "indices must have an integer dtype (bool is no index; jax.nn.one_hot refuses it too): pass "
+      "indices.astype(jnp.int32)",
+      "indices.dtype=bool",
+    )
     rank = index_array.ndim
-    ok = p.require(
-      rank < axes_lib.MAX_RANK,
-      f"indices must have rank 0 to {axes_lib.MAX_RANK - 1} (the output adds one axis)",
-      f"indices.shape={index_array.shape} (rank {rank})",
-    )
-    ok &= p.require(
-      all(s >= 1 for s in index_array.shape),
-      "indices must have no size-0 dimension (DirectML has none)",
-      f"indices.shape={index_array.shape}",
-    )
-    canonical_axis = (
-      axes_lib.canonical_axis(p, "axis", axis, rank + 1, allow_negative=True, of="the output's ") if ok else None
-    )
+    canonical_axis = axes_lib.canonical_axis(p, "axis", axis, rank + 1, allow_negative=True, of="the output's ")
     if canonical_axis is not None and length is not None:
       shape = index_array.shape
       out_shape = (*shape[:canonical_axis], length, *shape[canonical_axis:])
       dtypes.extent_fits(p, "the output (indices.shape with depth inserted)", out_shape, f"depth={depth}")
-    canonical_axis = canonical_axis if integer_indices else None
+    if numbers and not dtypes.is_integer(index_type) and index_array is not None:
+      warnings.warn(
+        f"one_hot: indices should be integer-typed; got dtype={index_type.name} (float indices are deprecated, "
+        "as in jax.nn.one_hot): pass indices.astype(jnp.int32)",
+        DeprecationWarning,
+        stacklevel=2,
+      )
+    canonical_axis = canonical_axis if numbers else None
   p.raise_if_any()
   assert index_array is not None and values is not None and canonical_axis is not None and length is not None
-  expanded = jnp.expand_dims(index_array, canonical_axis)
-  return _one_hot(expanded, values, depth=length, axis=canonical_axis)
+  return _functional_one_hot(index_array, values, length, canonical_axis, negative_indices == "from_end")
+
+
+def _functional_one_hot(indices: jax.Array, values: jax.Array, depth: int, axis: int, from_end: bool) -> jax.Array:
+  """:func:`_one_hot` for validated functional-path input of any rank and size."""
+  shape = (*indices.shape[:axis], depth, *indices.shape[axis:])
+  if indices.size == 0 or depth == 0:
+    return jnp.zeros(shape, values.dtype)
+  if indices.ndim >= axes_lib.MAX_RANK:  # one sequence per index, laid out along the new axis afterwards
+    flat = _one_hot(indices.reshape(-1, 1), values, depth=depth, axis=1, from_end=from_end)
+    return jnp.moveaxis(flat.reshape(*indices.shape, depth), -1, axis)
+  expanded = jnp.expand_dims(indices, axis)
+  return _one_hot(expanded, values, depth=depth, axis=axis, from_end=from_end)
 
 
 _FIELDS_IN = ("indices_tensor", "values_tensor")
@@ -307,4 +346,4 @@ def execute_one_hot(desc: OneHotDesc, inputs: Sequence[Any], feature_level: Any)
   p.raise_if_any()
   assert axis is not None
   indices, values = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)
-  return _one_hot(indices, values, depth=desc.output_tensor.sizes[axis], axis=axis)
+  return _one_hot(indices, values, depth=desc.output_tensor.sizes[axis], axis=axis, from_end=True)

@@ -71,7 +71,7 @@ from dmljax._src import (
 from dmljax._src import axes as axes_lib
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
-from dmljax._src.fields import FUNCTIONAL, Fields
+from dmljax._src.fields import Fields
 from dmljax._src.tensor_desc import TensorDesc
 
 
@@ -338,7 +338,8 @@ def _log_sum_exp(x: jax.Array, axes: tuple[int, ...], work: np.dtype) -> jax.Arr
   # element is -inf; the double where keeps log's infinite slope there out of the derivatives. A narrow x is
   # widened to ``work`` where each pass reads it (its peak is one of its values, exact in either type), so no
   # widened copy is written and read twice.
-  peak = lax.stop_gradient(jnp.max(x, axes, keepdims=True)).astype(work)
+  # A complex x is shifted by its largest real part (as JAX's logsumexp), and its sum is not made positive.
+  peak = lax.stop_gradient(jnp.max(jnp.real(x), axes, keepdims=True)).astype(work)
   x = x.astype(work)
   shift = jnp.where(jnp.isfinite(peak), peak, jnp.zeros_like(peak))
   total = jnp.sum(jnp.exp(x - shift), axes, keepdims=True)
@@ -710,15 +711,129 @@ def _reduce(
   return out if keepdims else jnp.squeeze(out, axes)
 
 
+# Functions whose formula holds for complex numbers with a complex result (MAX/MIN: JAX's lexicographic order).
+_COMPLEX_FUNCTIONS = (F.SUM, F.MULTIPLY, F.AVERAGE, F.LOG_SUM_EXP, F.LOG_SUM, F.SUM_SQUARE, F.MAX, F.MIN)
+_EXTREMES = (F.MAX, F.MIN)
+# The value of a block with no elements (jnp's: the sum's identity, the mean's 0/0, log 0).
+_EMPTY_VALUE = {
+  F.SUM: 0,
+  F.SUM_SQUARE: 0,
+  F.L1: 0,
+  F.L2: 0,
+  F.MULTIPLY: 1,
+  F.AVERAGE: np.nan,
+  F.LOG_SUM: -np.inf,
+  F.LOG_SUM_EXP: -np.inf,
+}
+
+
+def functional_types(
+  p: Problems, dtype: np.dtype, function: ReduceFunction, *, promote_integers: bool
+) -> tuple[np.dtype, np.dtype] | None:
+  """The type the implementation computes in and the result type, by ``jnp``'s rules; records refusals.
+
+  SUM, MULTIPLY, L1 and SUM_SQUARE give ``jnp.sum``'s type (bool counts as the default integer; with
+  ``promote_integers``, narrower integers widen to the default); AVERAGE, L2, LOG_SUM and LOG_SUM_EXP give
+  ``jnp.mean``'s (bool and integers become floating), unless ``promote_integers=False`` asks for DirectML's
+  integer rule, where they have no integer form; MAX/MIN keep the type (bool computed as uint8).
+  """
+  if function in _ARG_FUNCTIONS:
+    return dtype, dtype  # the result is the index, of index_dtype
+  if dtypes.is_complex(dtype):
+    ok = p.require(
+      function in _COMPLEX_FUNCTIONS,
+      f"function {function.name} needs real x (it reduces magnitudes or orders values; complex numbers have no "
+      f"order): pass jnp.abs(x), or x.real",
+      f"x.dtype={dtype.name}",
+    )
+    return (dtype, dtype) if ok else None
+  if function in _EXTREMES:
+    return (np.dtype(np.uint8) if dtypes.is_bool(dtype) else dtype), dtype
+  if function in FLOAT_ONLY:
+    if not p.require(
+      promote_integers or not dtypes.is_integer(dtype),
+      f"function {function.name} needs a floating x when promote_integers=False (DirectML's integer reductions "
+      "keep the input's type, and it has no integer form of this one): pass promote_integers=True for jnp's "
+      "floating result, or x.astype(jnp.float32)",
+      f"x.dtype={dtype.name}",
+    ):
+      return None
+    result = dtypes.inexact_dtype(dtype)
+    return result, result
+  result = dtypes.summed_dtype(dtype, promote_integers=promote_integers)
+  return result, result
+
+
+def _functional_reduce(
+  x: jax.Array,
+  function: ReduceFunction,
+  axes: tuple[int, ...],
+  keepdims: bool,
+  work: np.dtype,
+  result: np.dtype,
+  index_dtype: np.dtype,
+) -> jax.Array:
+  """:func:`_reduce` for validated functional-path input of any rank and size, in ``work``, returned as ``result``."""
+  out_shape = axes_lib.output_shape(x.shape, axes, keepdims)
+  if function in _ARG_FUNCTIONS:
+    find_max = function == F.ARGMAX
+    return arg_reduce.functional_arg_extreme(x, axes, find_max, False, index_dtype, keepdims)
+  if x.size == 0:  # no element to read: every block is empty (the function's empty value) or there is no block
+    return jnp.full(out_shape, _EMPTY_VALUE.get(function, 0), result)
+  x = x.astype(work)
+  if dtypes.is_complex(work) and function in _EXTREMES:
+    return _complex_extreme(x, axes, function == F.MAX).reshape(out_shape)
+  folded, folded_axes = axes_lib.fold_reduction(x, axes)
+  out = _reduce(
+    folded,
+    function=function,
+    axes=folded_axes,
+    keepdims=keepdims,
+    index_dtype=_UNUSED_INDEX_DTYPE,
+    choice=platform.current(),
+  )
+  out = out if out.shape == out_shape else out.reshape(out_shape)
+  return out if out.dtype == result else out.astype(result)
+
+
+def _complex_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
+  """MAX/MIN of complex numbers in JAX's lexicographic order (real part first, then imaginary), keeping dims.
+
+  The real part is REDUCE's MAX/MIN of the real parts (NaN propagating); the imaginary part is the MAX/MIN of
+  the imaginary parts of the elements whose real part equals it (a NaN real part: those with a NaN real part).
+  The two zeros are equal, as in JAX's order; MAX's real part of {-0.0, +0.0} is +0.0, MIN's -0.0.
+  """
+  function = F.MAX if find_max else F.MIN
+
+  def extreme(v: jax.Array) -> jax.Array:
+    folded, folded_axes = axes_lib.fold_reduction(v, axes)
+    out = _reduce(
+      folded,
+      function=function,
+      axes=folded_axes,
+      keepdims=True,
+      index_dtype=_UNUSED_INDEX_DTYPE,
+      choice=platform.current(),
+    )
+    return out.reshape(axes_lib.reduced_shape(v.shape, axes))
+
+  real, imag = jnp.real(x), jnp.imag(x)
+  peak = extreme(real)
+  tie = (real == peak) | (jnp.isnan(real) & jnp.isnan(peak))
+  fill = np.array(-np.inf if find_max else np.inf, real.dtype)
+  return lax.complex(peak, extreme(jnp.where(tie, imag, fill)))
+
+
 def reduce(
   x: ArrayLike,
   function: ReduceFunction | str,
   axis: int | Sequence[int] | None = None,
   *,
   keepdims: bool = False,
-  index_dtype: Any = jnp.int32,
+  promote_integers: bool = True,
+  index_dtype: Any = None,
 ) -> jax.Array:
-  r"""Applies a DirectML reduction ``function`` over ``axes``, DirectML REDUCE.
+  r"""Applies a DirectML reduction ``function`` over ``axes``, DirectML REDUCE, with ``jnp``'s result types.
 
   Over the elements :math:`x_1, \ldots, x_N` of every reduced block
   (:math:`N` is the product of the reduced sizes; an empty ``axes`` gives
@@ -742,13 +857,24 @@ def reduce(
   SUM_SQUARE     :math:`\sum_i x_i^2`
   =============  ==================================================
 
-  float16 and bfloat16 accumulate in float32 and round once at the end;
-  integers accumulate in their own type and wrap (two's complement). Every
-  function but ARGMAX/ARGMIN is differentiable.
+  Result types are ``jnp``'s: SUM, MULTIPLY, L1 and SUM_SQUARE of bool and of
+  integers narrower than JAX's default integer give the default integer
+  (unsigned: the default unsigned), as ``jnp.sum``; AVERAGE, L2, LOG_SUM and
+  LOG_SUM_EXP of bool and integers give float32 (float64 for 64-bit integers),
+  as ``jnp.mean``; ``promote_integers=False`` keeps DirectML's rule (integer
+  results in the input's type, wrapping; no integer AVERAGE, L2, LOG_SUM or
+  LOG_SUM_EXP). Integers are reduced in the result type and wrap there;
+  float16 and bfloat16 accumulate in float32 and round once at the end.
+  A block with no elements gives SUM's 0, MULTIPLY's 1, AVERAGE's NaN and
+  LOG_SUM/LOG_SUM_EXP's -inf, as ``jnp``; MAX, MIN, ARGMAX and ARGMIN need
+  one element at least. Complex numbers are reduced by SUM, MULTIPLY,
+  AVERAGE, SUM_SQUARE, LOG_SUM and LOG_SUM_EXP, and ordered by MAX/MIN as in
+  JAX (real part, then imaginary part). Every function but ARGMAX/ARGMIN is
+  differentiable.
 
   Args:
-    x: array of an integer or floating dtype (bfloat16 included), rank 1 to 8;
-      AVERAGE, L2, LOG_SUM and LOG_SUM_EXP need a floating dtype.
+    x: array of any numeric dtype or bool, any rank and shape; rank 0 (a
+      Python scalar included) is reduced as its one element.
     function: a :class:`ReduceFunction` or a name: DirectML's (``"sum"``,
       ``"log_sum_exp"``, ``"average"``, ...) or the one jnp, ONNX or WebNN use
       (``"mean"``, ``"prod"``, ``"logsumexp"``, ``"ReduceSumSquare"``,
@@ -758,15 +884,22 @@ def reduce(
       static Python ints; ``None`` (default) means every axis, ``()`` none.
     keepdims: keep reduced axes with size 1 (DirectML's layout); default
       ``False``, as ``jnp.sum``.
-    index_dtype: output dtype of ARGMAX/ARGMIN: int32 (default), int64, uint32
-      or uint64; ignored by the other functions.
+    promote_integers: ``True`` (default): ``jnp``'s result types, as above;
+      ``False``: integer results in the input's type (DirectML's REDUCE, and
+      ``jnp.sum(..., promote_integers=False)``).
+    index_dtype: output dtype of ARGMAX/ARGMIN: ``None`` (default) for JAX's
+      default integer (as ``jnp.argmax``), or int32, int64, uint32 or uint64;
+      ignored by the other functions.
 
   Returns:
-    The reduction, of ``x``'s dtype (``index_dtype`` for ARGMAX/ARGMIN).
+    The reduction, of the result type above (``index_dtype`` for
+    ARGMAX/ARGMIN).
 
   Raises:
-    DescriptorError: at trace time, for a bad rank, function, axes or index
-      dtype, or an integer ``x`` with a floating-only function.
+    DescriptorError: at trace time, for a bad function, axes or index dtype,
+      complex ``x`` with L1, L2, ARGMAX or ARGMIN, an empty block for MAX, MIN,
+      ARGMAX or ARGMIN, or an integer ``x`` with a floating-only function and
+      ``promote_integers=False``.
 
   Example:
     >>> import dmljax as dml, jax.numpy as jnp
@@ -777,27 +910,37 @@ def reduce(
     [[4.0]]
     >>> dml.reduce(x, "mean", 1).tolist() == dml.reduce(x, "average", 1).tolist()
     True
+    >>> small = jnp.array([100, 100, 100], jnp.int8)
+    >>> dml.reduce(small, "sum").tolist(), dml.reduce(small, "sum", promote_integers=False).tolist()
+    (300, 44)
   """
   p = Problems("reduce")
-  array = dtypes.as_array(p, "x", x)
+  array = dtypes.as_array(p, "x", x, narrow=True)
   canonical = canonical_function(p, "function", function)
   index = dtypes.canonical_index_dtype(p, "index_dtype", index_dtype)
-  canonical_axes = None
-  if array is not None and dtypes.require_real(p, "x", np.dtype(array.dtype), "DirectML's reductions are real"):
-    canonical_axes = _check_reduce(
-      p, FUNCTIONAL, array.shape, np.dtype(array.dtype), canonical, axis, index, allow_negative=True
-    )
+  canonical_axes = types = None
+  if array is not None and canonical is None:  # the axes' own rules, whatever the function
+    axes_lib.canonical_axes(p, "axis", axis, array.ndim, allow_negative=True, allow_empty=True)
+  if array is not None and canonical is not None:
+    types = functional_types(p, np.dtype(array.dtype), canonical, promote_integers=bool(promote_integers))
+    if canonical in _ARG_FUNCTIONS:
+      if arg_reduce.require_ordered(p, canonical.name.lower(), np.dtype(array.dtype)):
+        name = canonical.name.lower()
+        canonical_axes = arg_reduce.functional_axes(p, name, array.shape, axis, index, allow_empty=True)
+    else:
+      canonical_axes = axes_lib.canonical_axes(p, "axis", axis, array.ndim, allow_negative=True, allow_empty=True)
+      if canonical_axes is not None and canonical in _EXTREMES:
+        name = canonical.name.lower()
+        statement = (
+          f"zero-size array to reduction operation {name} which has no identity: every reduced axis needs size 1 "
+          f"or more (as for jnp.{name}); reduce over other axes, or use jnp.{name}(x, axis, initial=...)"
+        )
+        if not axes_lib.nonempty_blocks(p, "x", array.shape, canonical_axes, statement):
+          canonical_axes = None
   p.raise_if_any()
   assert array is not None and canonical is not None and canonical_axes is not None and index is not None
-  index = index if canonical in _ARG_FUNCTIONS else _UNUSED_INDEX_DTYPE
-  return _reduce(
-    array,
-    function=canonical,
-    axes=canonical_axes,
-    keepdims=bool(keepdims),
-    index_dtype=index,
-    choice=platform.current(),
-  )
+  assert types is not None
+  return _functional_reduce(array, canonical, canonical_axes, bool(keepdims), *types, index)
 
 
 _FIELDS_IN = ("input_tensor",)

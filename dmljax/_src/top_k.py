@@ -187,18 +187,26 @@ def _check_top_k(
   *,
   allow_negative_axis: bool,
 ) -> int | None:
-  """The operator rules shared by both paths; returns the canonical axis."""
+  """The descriptor path's rules (rank 1 to 8, no size-0 dimension, ``1 <= k``); returns the canonical axis."""
   if not axes_lib.rank_in_range(p, f, "x", shape):
     return None
   axis = axes_lib.canonical_axis(p, f["axis"], axis, len(shape), allow_negative=allow_negative_axis)
   if axis is None:
     return None
+  return axis if _check_k(p, f, shape, axis, k, index_dtype, least=1) is not None else None
+
+
+def _check_k(
+  p: Problems, f: Fields, shape: tuple[int, ...], axis: int, k: Any, index_dtype: np.dtype | None, *, least: int
+) -> int | None:
+  """``least <= k <= shape[axis]`` (1 for DirectML, 0 as ``jax.lax.top_k``), and indices that fit ``index_dtype``."""
   size = shape[axis]
-  statement = f"k must satisfy 1 <= k <= {f.shape('x')}[axis] (= {size})"
-  ok = axes_lib.static_int(p, "k", k, statement, lambda k: 1 <= k <= size, traced_advice=TRACED_K_ADVICE) is not None
+  statement = f"k must satisfy {least} <= k <= {f.shape('x')}[axis] (= {size})"
+  count = axes_lib.static_int(p, "k", k, statement, lambda k: least <= k <= size, traced_advice=TRACED_K_ADVICE)
+  ok = count is not None
   if index_dtype is not None:
     ok &= dtypes.index_dtype_can_hold(p, f["index_dtype"], index_dtype, size - 1, f"axis {axis} of size {size}")
-  return axis if ok else None
+  return count if ok else None
 
 
 TRACED_K_ADVICE = (
@@ -222,7 +230,12 @@ def _top_k(
 
 
 def top_k(
-  x: ArrayLike, k: int, *, axis: int = -1, direction: AxisDirection | str = "decreasing", index_dtype: Any = jnp.int32
+  x: ArrayLike,
+  k: int,
+  *,
+  axis: int = -1,
+  direction: AxisDirection | str = "decreasing",
+  index_dtype: Any = jnp.int32,
 ) -> tuple[jax.Array, jax.Array]:
   r"""The ``k`` largest (or smallest) elements of every sequence along ``axis``, DirectML TOP_K1.
 
@@ -244,9 +257,10 @@ def top_k(
   default of ``jax.make_mesh``) it is a ``shard_map``, which it can.
 
   Args:
-    x: array of any integer or floating dtype (bfloat16 included), rank 1 to 8.
+    x: array of any integer or floating dtype (bfloat16 included) or bool
+      (``False < True``), rank 1 or more, any sizes.
     k: number of elements to select, a static Python int with
-      ``1 <= k <= x.shape[axis]`` (under ``jax.jit``, pass it as a static
+      ``0 <= k <= x.shape[axis]`` (under ``jax.jit``, pass it as a static
       argument).
     axis: the axis to select along; negative counts from the end.
     direction: ``"decreasing"`` (largest first) or ``"increasing"`` (smallest
@@ -259,8 +273,9 @@ def top_k(
     values have ``x``'s dtype, indices ``index_dtype``.
 
   Raises:
-    DescriptorError: at trace time, for a bad rank, axis, ``k``, direction or
-      index dtype (every problem listed at once).
+    DescriptorError: at trace time, for complex or rank-0 ``x``, a bad axis,
+      ``k``, direction or index dtype (every problem listed at once); a
+      traced ``k`` raises :class:`StaticArgumentError`.
 
   Example:
     >>> import dmljax as dml, jax.numpy as jnp
@@ -269,23 +284,44 @@ def top_k(
     ([3.0, 3.0], [1, 2])
   """
   p = Problems("top_k")
-  array = dtypes.as_array(p, "x", x)
+  array = dtypes.as_array(p, "x", x, narrow=True)
   canonical_direction = axes_lib.canonical_direction(p, "direction", direction)
   canonical_index = dtypes.canonical_index_dtype(p, "index_dtype", index_dtype)
-  canonical_axis = None
+  canonical_axis = count = None
   if array is not None:  # the shape rules hold whatever the dtype: both are reported
-    dtypes.require_real(p, "x", np.dtype(array.dtype), "top_k orders values")
-    canonical_axis = _check_top_k(p, FUNCTIONAL, array.shape, axis, k, canonical_index, allow_negative_axis=True)
+    p.require(
+      not dtypes.is_complex(array.dtype),
+      "top_k needs real x (complex numbers have no order; jax.lax.top_k refuses them too): pass jnp.abs(x) to "
+      "order by magnitude, or x.real",
+      f"x.dtype={np.dtype(array.dtype).name}",
+    )
+    if axes_lib.functional_rank(p, "x", array.shape, least=1):
+      canonical_axis = axes_lib.canonical_axis(p, "axis", axis, array.ndim, allow_negative=True)
+    if canonical_axis is not None:
+      count = _check_k(p, FUNCTIONAL, array.shape, canonical_axis, k, canonical_index, least=0)
   p.raise_if_any()
-  assert array is not None and canonical_axis is not None and canonical_index is not None
-  return _top_k(
-    array,
-    k=int(k),
-    axis=canonical_axis,
-    descending=canonical_direction == AxisDirection.DECREASING,
-    index_dtype=canonical_index,
-    choice=platform.current(),
+  assert array is not None and canonical_axis is not None and canonical_index is not None and count is not None
+  descending = canonical_direction == AxisDirection.DECREASING
+  return _functional_top_k(array, count, canonical_axis, descending, canonical_index)
+
+
+def _functional_top_k(
+  x: jax.Array, k: int, axis: int, descending: bool, index_dtype: np.dtype
+) -> tuple[jax.Array, jax.Array]:
+  """:func:`_top_k` for validated functional-path input of any rank and size (bool ordered as uint8)."""
+  shape = _output_sizes(x.shape, axis, k)
+  if k == 0 or x.size == 0:
+    return jnp.zeros(shape, x.dtype), jnp.zeros(shape, index_dtype)
+  ordered = x.astype(np.uint8) if dtypes.is_bool(x.dtype) else x
+  if x.ndim > axes_lib.MAX_RANK:  # rows along the last axis, of rank 2
+    rows = jnp.moveaxis(ordered, axis, -1)
+    values, indices = _functional_top_k(rows.reshape(-1, x.shape[axis]), k, 1, descending, index_dtype)
+    moved = (*rows.shape[:-1], k)
+    return jnp.moveaxis(values.reshape(moved), -1, axis).astype(x.dtype), jnp.moveaxis(indices.reshape(moved), -1, axis)
+  values, indices = _top_k(
+    ordered, k=k, axis=axis, descending=descending, index_dtype=index_dtype, choice=platform.current()
   )
+  return (values.astype(x.dtype) if ordered is not x else values), indices
 
 
 _INDEX_DATA_TYPES = (DataType.UINT32, DataType.UINT64)

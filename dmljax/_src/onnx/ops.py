@@ -177,10 +177,38 @@ def reduce(
   p.raise_if_any()
   if canonical is None or (isinstance(canonical, (tuple, list)) and not canonical):
     canonical = () if noop_with_empty_axes else None
-  if np.ndim(data) == 0 and not canonical:  # A scalar: the function of its one element (dmljax needs rank >= 1).
-    out = _dml_reduce(jnp.reshape(data, (1,)), function, (), keepdims=True, index_dtype=jnp.int32)
-    return jnp.reshape(out, ())
-  return _dml_reduce(data, function, canonical, keepdims=bool(keepdims), index_dtype=jnp.int32)
+  if function in (ReduceFunction.MAX, ReduceFunction.MIN):
+    empty = _empty_extreme(data, function == ReduceFunction.MAX, canonical, bool(keepdims))
+    if empty is not None:
+      return empty
+  # ONNX's reductions keep the input's type: integer results in it (no widening), no integer mean.
+  return _dml_reduce(data, function, canonical, keepdims=bool(keepdims), promote_integers=False)
+
+
+def _empty_extreme(data: ArrayLike, find_max: bool, axes: Any, keepdims: bool) -> jax.Array | None:
+  """ReduceMax/ReduceMin over a size-0 reduced axis: ONNX's value of an empty set, the type's lowest (highest) value
+  (-inf, inf; the integer extremes; False, True), where dmljax's MAX/MIN, as ``jnp.max``, has none. ``None``
+  where no reduced axis is empty (or the axes are invalid: dmljax's reduce then says why)."""
+  shape = np.shape(data)
+  rank = len(shape)
+  given = tuple(range(rank)) if axes is None else (axes,) if isinstance(axes, (int, np.integer)) else tuple(axes)
+  if not all(isinstance(a, (int, np.integer)) and -rank <= a < rank for a in given):
+    return None
+  reduced = {int(a) % rank for a in given}
+  if not any(shape[a] == 0 for a in reduced):
+    return None
+  dtype = np.dtype(jnp.asarray(data).dtype)
+  if dtype == np.dtype(bool):
+    fill: Any = not find_max
+  elif dtypes.is_integer(dtype):
+    integers = jnp.iinfo(dtype)
+    fill = integers.min if find_max else integers.max
+  else:  # a float type without infinities has its largest finite values there
+    infinite = bool(np.isinf(np.array(np.inf).astype(dtype)))
+    floats = jnp.finfo(dtype)
+    fill = (-np.inf if infinite else floats.min) if find_max else (np.inf if infinite else floats.max)
+  out = tuple(1 if d in reduced else s for d, s in enumerate(shape) if keepdims or d not in reduced)
+  return jnp.full(out, fill, dtype)
 
 
 def _named_reduce(operator: str) -> Any:
@@ -247,7 +275,9 @@ def one_hot(indices: ArrayLike, depth: Any, values: ArrayLike, *, axis: int = -1
   if not dtypes.is_integer(index_array.dtype):
     index_array = index_array.astype(index_dtype())
   flat = value_array.reshape(-1)
-  return _dml_one_hot(index_array, count, axis=axis, on_value=flat[1], off_value=flat[0], dtype=flat.dtype)
+  return _dml_one_hot(
+    index_array, count, axis=axis, on_value=flat[1], off_value=flat[0], dtype=flat.dtype, negative_indices="from_end"
+  )
 
 
 def one_hot_depth(p: Problems, depth: Any) -> Any:
