@@ -386,9 +386,11 @@ def _l2_jvp(
   return norm, jnp.where(zero, jnp.zeros_like(slope), slope)
 
 
-def _tree_max(x: jax.Array, axes: tuple[int, ...], key: Callable[[jax.Array], jax.Array]) -> jax.Array:
+def _tree_max(
+  x: jax.Array, axes: tuple[int, ...], key: Callable[[jax.Array], jax.Array], *, wrapping_key: bool = False
+) -> jax.Array:
   """The largest ``key(x)`` over ``axes``, keeping dims (``key``: elementwise, to an integer); see :func:`_tree`."""
-  return _tree(x, axes, key, jnp.maximum, jnp.max)
+  return _tree(x, axes, key, jnp.maximum, jnp.max, wrapping_key=wrapping_key)
 
 
 def _tree(
@@ -397,6 +399,8 @@ def _tree(
   key: Callable[[jax.Array], jax.Array],
   combine: Callable[[jax.Array, jax.Array], jax.Array],
   reduce: Callable[..., jax.Array],
+  *,
+  wrapping_key: bool = False,
 ) -> jax.Array:
   """``reduce`` of ``key(x)`` over ``axes``, keeping dims, for an integer ``key`` and an associative, commutative
   ``combine`` (``reduce``'s elementwise form) that gives the same bits in any order: maximum, minimum, or
@@ -409,23 +413,29 @@ def _tree(
   a small fraction of it (at most a quarter); an integer reduction of a long axis is a reduce-window tree in
   XLA:CPU instead, which neither vectorises nor fuses its operand. The last few (at most 16) elements of a
   trailing axis are reduced as a reduction. Other platforms, reduced axes apart, and an explicit sharding of
-  a reduced axis take XLA's reduction of ``key(x)``; so does a program of several devices (unless a test forces
-  the CPU branch): automatic axes are known only when XLA partitions the program, and halves of a split axis lie
-  on different devices, where the halving would move the input (XLA's reduction moves partial results only).
+  a reduced axis take XLA's reduction of ``key(x)``; so does a program of several devices, chosen when it is
+  lowered (:func:`shardings.by_program_devices`: automatic axes are known only when XLA partitions the program),
+  since halves of a split axis lie on different devices, where the halving would move the input (XLA's reduction
+  moves partial results only).
+
+  ``wrapping_key``: ``key`` computes with wrapping integer arithmetic (an add or subtract that may overflow).
+  XLA:CPU's maximum or minimum reduction of 8-bit integers is wrong where such arithmetic is fused into it:
+  ``jnp.max(x - 3)`` of 4096 or more int8 ``x`` holding -128 gives -3, where the wrapped -131 is 125 (16-bit
+  and wider integers, and elementwise maxima, are right; tests/test_reduce_extreme.py pins it). Every
+  reduction of such 8-bit keys here (the plain one and the halving's last) reduces them as int32.
   """
 
+  def reduced(k: jax.Array, over: tuple[int, ...]) -> jax.Array:
+    """XLA's reduction of the keys ``k`` over the axes ``over``, keeping dims."""
+    if wrapping_key and k.dtype.itemsize == 1:
+      return reduce(k.astype(jnp.int32), over, keepdims=True).astype(k.dtype)
+    return reduce(k, over, keepdims=True)
+
   def plain(x: jax.Array) -> jax.Array:
-    k = key(x)
-    if k.dtype.itemsize >= 4:
-      return reduce(k, axes, keepdims=True)
-    # XLA:CPU reduced 70,000 int8 keys of float8_e5m2 to 124 where their maximum is 127 (the halvings, and the
-    # keys' own maximum in NumPy, give 127): narrow keys are reduced as int32 and narrowed back, which keeps the
-    # bits of a maximum and of a wrapping sum alike.
-    return reduce(k.astype(jnp.int32), axes, keepdims=True).astype(k.dtype)
+    return reduced(key(x), axes)
 
   overlap = combine in (jnp.maximum, jnp.minimum)
-  several = jax.device_count() > 1 and platform.current().branch is None
-  if not axes or axes != tuple(range(axes[0], axes[-1] + 1)) or shardings.splits_explicitly(x, axes) or several:
+  if not axes or axes != tuple(range(axes[0], axes[-1] + 1)) or shardings.splits_explicitly(x, axes):
     return plain(x)
   first, last = axes[0], axes[-1]
 
@@ -444,21 +454,26 @@ def _tree(
       rows = combine(leaf(rows[:, :half]), leaf(rows[:, n - half :]))
       n, leaf = half, lambda k: k
     rows = leaf(rows)
-    return reduce(rows, 1) if n > 1 else rows[:, 0]
+    return reduced(rows, (1,))[:, 0] if n > 1 else rows[:, 0]
 
   def halving(x: jax.Array) -> jax.Array:
     shape = x.shape
     rows = x.reshape(math.prod(shape[:first]), math.prod(shape[first : last + 1]), math.prod(shape[last + 1 :]))
     return halve(rows, key).reshape(axes_lib.reduced_shape(shape, axes))
 
-  return platform.branch(x, cpu=halving, default=plain)
+  def cpu(x: jax.Array) -> jax.Array:
+    return shardings.by_program_devices(x, one_device=halving, several=plain)
+
+  return platform.branch(x, cpu=cpu, default=plain)
 
 
 # Float types whose slices XLA:CPU moves as they are (a NaN's payload kept).
 _SLICED_AS_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _tree_max_of_bits(x: jax.Array, axes: tuple[int, ...], key: Callable[[jax.Array], jax.Array]) -> jax.Array:
+def _tree_max_of_bits(
+  x: jax.Array, axes: tuple[int, ...], key: Callable[[jax.Array], jax.Array], *, wrapping_key: bool = False
+) -> jax.Array:
   """:func:`_tree_max` of ``key(bits)``, ``bits`` the float ``x``'s bits as a signed integer of its width.
 
   float16/32/64 are sliced as they are and each slice made bits where it is read: XLA:CPU fuses that into
@@ -469,8 +484,8 @@ def _tree_max_of_bits(x: jax.Array, axes: tuple[int, ...], key: Callable[[jax.Ar
   dtype = np.dtype(x.dtype)
   idt = np.dtype(f"int{rank_keys.layout(dtype).width}")
   if dtype in _SLICED_AS_FLOATS:
-    return _tree_max(x, axes, lambda s: key(lax.bitcast_convert_type(s, idt)))
-  return _tree_max(lax.bitcast_convert_type(x, idt), axes, key)
+    return _tree_max(x, axes, lambda s: key(lax.bitcast_convert_type(s, idt)), wrapping_key=wrapping_key)
+  return _tree_max(lax.bitcast_convert_type(x, idt), axes, key, wrapping_key=wrapping_key)
 
 
 def _has_sign_magnitude_key(dtype: np.dtype) -> bool:
@@ -612,7 +627,7 @@ def _float_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.A
   if not _has_sign_magnitude_key(np.dtype(x.dtype)):
     return _float_extreme_by_ties(x, axes, find_max)
   key = functools.partial(_sign_magnitude_key, dtype=np.dtype(x.dtype), find_max=find_max)
-  best = _tree_max_of_bits(x, axes, key)
+  best = _tree_max_of_bits(x, axes, key, wrapping_key=True)  # the key's last step wraps
   return _fixed(axes, find_max)(x, best)
 
 

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+from jax.extend import core
+from jax.interpreters import ad, batching, mlir
 from jax.sharding import AxisType
 
 from dmljax._src import platform
@@ -85,3 +87,99 @@ def with_choice(choice: platform.Choice, fn: Callable[..., Any]) -> Callable[...
       return fn(*args, **kwargs)
 
   return run
+
+
+def runs_on_one_device(ctx: Any) -> bool:
+  """Whether the code a lowering rule emits works on one device's data alone: a program of one device, or the
+  body of a ``shard_map`` manual over every axis of its mesh (each device runs it on its own block)."""
+  axis_context = ctx.module_context.axis_context
+  num_devices = getattr(axis_context, "num_devices", None)
+  if num_devices is not None:  # a jit program (ShardingContext)
+    return int(num_devices) == 1
+  mesh = getattr(axis_context, "mesh", None)
+  if mesh is not None:  # a program partitioned over a mesh (SPMDAxisContext): one device, or every axis manual
+    manual: frozenset[Any] = getattr(axis_context, "manual_axes", frozenset())
+    return mesh.size == 1 or set(mesh.axis_names) <= set(manual)
+  return True  # pmap's body (ReplicaAxisContext): one device's data
+
+
+def by_program_devices(
+  x: jax.Array, *, one_device: Callable[[jax.Array], Any], several: Callable[[jax.Array], Any]
+) -> Any:
+  """``one_device(x)`` in a program that runs on one device, ``several(x)`` in one spread over several; the two
+  must compute the same values (they differ in what they cost where).
+
+  The choice is the program's, made when it is lowered (:func:`runs_on_one_device`), never the process's device
+  count: a one-device ``jit`` in a process of eight devices takes ``one_device``, the same code under a
+  ``jit`` whose arguments are sharded over a mesh takes ``several`` (automatic axes are known only then). An
+  array whose type names explicit mesh axes (sharding in types) is known to be spread at trace time and takes
+  ``several`` at once. ``one_device`` is traced when this is called, ``several`` only when a program of several
+  devices is lowered.
+  """
+  if explicit_spec(x) is not None:
+    return several(x)
+  return _deferred(x, one_device, several, platform.current())
+
+
+def _deferred(
+  x: jax.Array, one_device: Callable[[jax.Array], Any], several: Callable[[jax.Array], Any], choice: platform.Choice
+) -> Any:
+  traced, out_shape = jax.make_jaxpr(one_device, return_shape=True)(x)
+  if any(isinstance(c, jax.core.Tracer) for c in traced.consts) or traced.effects:
+    return one_device(x)  # closes over a tracer (or has effects): not a pure function of x, so traced inline
+  out_tree = jax.tree.structure(out_shape)
+  outs = _by_devices_p.bind(x, one_device=one_device, several=several, choice=choice, traced=traced)
+  return jax.tree.unflatten(out_tree, outs)
+
+
+_by_devices_p = core.Primitive("dmljax_by_program_devices")
+_by_devices_p.multiple_results = True
+
+
+@_by_devices_p.def_abstract_eval
+def _by_devices_abstract_eval(x: Any, *, traced: core.ClosedJaxpr, **_: Any) -> Any:
+  del x
+  return traced.out_avals
+
+
+@_by_devices_p.def_impl
+def _by_devices_impl(x: jax.Array, *, traced: core.ClosedJaxpr, **_: Any) -> Any:
+  """Eagerly (``jax.disable_jit``): op by op, as traced for one device."""
+  return core.jaxpr_as_fun(traced)(x)
+
+
+def _by_devices_lowering(
+  ctx: Any, x: Any, *, one_device: Any, several: Any, choice: platform.Choice, traced: core.ClosedJaxpr
+) -> Any:
+  del one_device
+  if runs_on_one_device(ctx):
+    return mlir.lower_fun(core.jaxpr_as_fun(traced), multiple_results=True)(ctx, x)
+  run = with_choice(choice, lambda x: jax.tree.leaves(several(x)))
+  return mlir.lower_fun(run, multiple_results=True)(ctx, x)
+
+
+mlir.register_lowering(_by_devices_p, _by_devices_lowering)
+
+
+def _by_devices_batched(
+  args: Any, dims: Any, *, one_device: Any, several: Any, choice: platform.Choice, **_: Any
+) -> Any:
+  (x,), (axis,) = args, dims
+  outs = jax.tree.leaves(_deferred(x, jax.vmap(one_device, in_axes=axis), jax.vmap(several, in_axes=axis), choice))
+  return outs, [0] * len(outs)
+
+
+batching.primitive_batchers[_by_devices_p] = _by_devices_batched
+
+
+def _by_devices_jvp(
+  primals: Any, tangents: Any, *, one_device: Any, several: Any, choice: platform.Choice, **_: Any
+) -> Any:
+  """The value as the program chooses; the tangent by ``one_device``'s rule (both compute the same function)."""
+  (x,), (t,) = primals, tangents
+  outs = jax.tree.leaves(_deferred(x, one_device, several, choice))
+  _, tangent_outs = jax.jvp(lambda x: jax.tree.leaves(one_device(x)), (x,), (ad.instantiate_zeros(t),))
+  return outs, tangent_outs
+
+
+ad.primitive_jvps[_by_devices_p] = _by_devices_jvp
