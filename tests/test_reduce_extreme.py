@@ -110,6 +110,9 @@ LAYOUTS = [
   ((2, 70000), (1,)),
   ((65, 3), (0,)),
   ((300, 16), (1,)),
+  ((3, 4096), (1,)),  # blocks of 128 along the minor axis, then their results
+  ((2, 96, 3), (1,)),  # blocks of 16 (of 8 for types made bits first) rows apart, then a reduction
+  ((320, 2), (0,)),
 ]
 # Reduced axes next to each other: the layouts the halving takes (the others, reduced axes apart or none, take
 # XLA's reduction or nothing).

@@ -34,10 +34,15 @@ def extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
 
 
 def tree_max(
-  x: jax.Array, axes: tuple[int, ...], key: Callable[[jax.Array], jax.Array], *, wrapping_key: bool = False
+  x: jax.Array,
+  axes: tuple[int, ...],
+  key: Callable[[jax.Array], jax.Array],
+  *,
+  wrapping_key: bool = False,
+  shared_input: bool = False,
 ) -> jax.Array:
   """The largest ``key(x)`` over ``axes``, keeping dims (``key``: elementwise, to an integer); see :func:`tree`."""
-  return tree(x, axes, key, jnp.maximum, jnp.max, wrapping_key=wrapping_key)
+  return tree(x, axes, key, jnp.maximum, jnp.max, wrapping_key=wrapping_key, shared_input=shared_input)
 
 
 def tree(
@@ -48,6 +53,7 @@ def tree(
   reduce: Callable[..., jax.Array],
   *,
   wrapping_key: bool = False,
+  shared_input: bool = False,
 ) -> jax.Array:
   """``reduce`` of ``key(x)`` over ``axes``, keeping dims, for an integer ``key`` and an associative, commutative
   ``combine`` (``reduce``'s elementwise form) that gives the same bits in any order: maximum, minimum, or
@@ -56,14 +62,18 @@ def tree(
   On CPU, reduced axes next to each other are reduced as one axis, by the elementwise maximum of its two
   halves (overlapping by one element when the length is odd: the maximum does not mind an element counted
   twice), over and over; ``key`` is applied to the two halves of ``x`` themselves, so that each key feeds one
-  maximum. XLA fuses the keys and the first halvings into one vectorised loop over the input, which writes
-  a small fraction of it (at most a quarter); an integer reduction of a long axis is a reduce-window tree in
-  XLA:CPU instead, which neither vectorises nor fuses its operand. The last few (at most 16) elements of a
-  trailing axis are reduced as a reduction. Other platforms, reduced axes apart, and an explicit sharding of
+  maximum. The axis is cut into short blocks first (:func:`_block_length`), each halved to one element in one
+  fused, vectorised loop over the input that writes 1/128 of it (trailing axes; 1/16 or 1/8 otherwise), then
+  the blocks' results in the same way: XLA:CPU's integer reduction of a long axis fuses nothing into it, so
+  its keys would be written out whole and read again. The last few (at most 16) elements of a trailing axis
+  are reduced as a reduction. Other platforms, reduced axes apart, and an explicit sharding of
   a reduced axis take XLA's reduction of ``key(x)``; so does a program of several devices, chosen when it is
   lowered (:func:`shardings.by_program_devices`: automatic axes are known only when XLA partitions the program),
   since halves of a split axis lie on different devices, where the halving would move the input (XLA's reduction
   moves partial results only).
+
+  ``shared_input``: ``x`` is computed from the input by one operation over all of it (a bitcast, the keys): the
+  first blocks read it through few enough slices for XLA to fuse it into their loop.
 
   ``wrapping_key``: ``key`` computes with wrapping integer arithmetic (an add or subtract that may overflow).
   XLA:CPU's maximum or minimum reduction of 8-bit integers is wrong where such arithmetic is fused into it:
@@ -72,46 +82,200 @@ def tree(
   reduction of such 8-bit keys here (the plain one and the halving's last) reduces them as int32.
   """
 
-  def reduced(k: jax.Array, over: tuple[int, ...]) -> jax.Array:
-    """XLA's reduction of the keys ``k`` over the axes ``over``, keeping dims."""
-    if wrapping_key and k.dtype.itemsize == 1:
-      return reduce(k.astype(jnp.int32), over, keepdims=True).astype(k.dtype)
-    return reduce(k, over, keepdims=True)
+  reduction = _Reduction(key, combine, reduce, wrapping_key, shared_input)
 
   def plain(x: jax.Array) -> jax.Array:
-    return reduced(key(x), axes)
+    return reduction.reduced(key(x), axes)
 
-  overlap = combine in (jnp.maximum, jnp.minimum)
   if not axes or axes != tuple(range(axes[0], axes[-1] + 1)) or shardings.splits_explicitly(x, axes):
     return plain(x)
-  first, last = axes[0], axes[-1]
 
-  def halve(rows: jax.Array, leaf: Callable[[jax.Array], jax.Array]) -> jax.Array:
-    """(outer, n, inner) -> (outer, inner): the largest ``leaf(rows)`` over axis 1."""
-    n, inner = rows.shape[1:]
-    if inner == 1 and rows.shape[0] < 64 and n >= 1 << 16:
+  def cpu(x: jax.Array) -> jax.Array:
+    return shardings.by_program_devices(x, one_device=lambda x: reduction.halved((x,), axes), several=plain)
+
+  return platform.branch(x, cpu=cpu, default=plain)
+
+
+Parts = tuple[jax.Array, ...]
+
+
+class _Reduction:
+  """:func:`tree`'s reduction on one device: ``reduce`` of ``key(*parts)`` by halving, ``parts`` arrays of one
+  shape read together (the input, and what the key needs beside it: positions, a broadcast peak)."""
+
+  def __init__(
+    self,
+    key: Callable[..., jax.Array],
+    combine: Callable[[jax.Array, jax.Array], jax.Array],
+    reduce: Callable[..., jax.Array],
+    wrapping_key: bool,
+    shared_input: bool,
+    longest: int = 128,
+  ) -> None:
+    self.key, self.combine, self.reduce = key, combine, reduce
+    self.wrapping_key, self.shared_input, self.longest = wrapping_key, shared_input, longest
+    self.overlap = combine in (jnp.maximum, jnp.minimum)
+
+  def reduced(self, k: jax.Array, over: tuple[int, ...]) -> jax.Array:
+    """XLA's reduction of the keys ``k`` over the axes ``over``, keeping dims."""
+    if self.wrapping_key and k.dtype.itemsize == 1:
+      return self.reduce(k.astype(jnp.int32), over, keepdims=True).astype(k.dtype)
+    return self.reduce(k, over, keepdims=True)
+
+  def halved(self, parts: Parts, axes: tuple[int, ...]) -> jax.Array:
+    """The reduction over the contiguous ``axes`` of ``parts``, keeping dims."""
+    shape = parts[0].shape
+    first, last = axes[0], axes[-1]
+    rows_shape: tuple[int, ...] = (
+      math.prod(shape[:first]),
+      math.prod(shape[first : last + 1]),
+      math.prod(shape[last + 1 :]),
+    )
+    rows: Parts | jax.Array = tuple(p.reshape(rows_shape) for p in parts)
+    leaf: Callable[..., jax.Array] = self.key
+    staged = False
+    while (
+      length := _block_length(rows_shape[1], rows_shape[2], not staged, self.shared_input, self.longest)
+    ) is not None:
+      rows, leaf, staged = self._halve_blocks(rows, length, leaf), _identity, True
+      rows_shape = rows.shape
+    if staged and rows_shape[2] > 1:
+      # The few blocks left reduced by XLA, a boundary of its own (see _block_length).
+      out = self.reduced(_apply(leaf, rows), (1,))[:, 0]
+    else:
+      out = self._halve(rows, leaf)
+    return out.reshape(axes_lib.reduced_shape(shape, axes))
+
+  def _halve(self, rows: Parts | jax.Array, leaf: Callable[..., jax.Array]) -> jax.Array:
+    """(outer, n, inner) -> (outer, inner): the reduction of ``leaf(rows)`` over axis 1, by halving it."""
+    outer, n, inner = _shape(rows)
+    if inner == 1 and outer < 64 and n >= 1 << 16:
       # Few long rows: each split into parts, so the fused loop has rows enough to spread over the cores.
       parts = math.gcd(n, 64)
       if parts > 1:
-        rows = halve(rows.reshape(rows.shape[0] * parts, n // parts, 1), leaf).reshape(-1, parts, 1)
-        n, leaf = parts, lambda k: k
+        split = _map(lambda r: r.reshape(outer * parts, n // parts, 1), rows)
+        rows, n, leaf = self._halve(split, leaf).reshape(-1, parts, 1), parts, _identity
     stop = 16 if inner == 1 else 1
-    while n > stop and (overlap or n % 2 == 0):
+    while n > stop and (self.overlap or n % 2 == 0):
       half = (n + 1) // 2
-      rows = combine(leaf(rows[:, :half]), leaf(rows[:, n - half :]))
-      n, leaf = half, lambda k: k
-    rows = leaf(rows)
-    return reduced(rows, (1,))[:, 0] if n > 1 else rows[:, 0]
+      low, high = _slice(rows, 0, half, 1), _slice(rows, n - half, n, 1)
+      rows, n, leaf = self.combine(_apply(leaf, low), _apply(leaf, high)), half, _identity
+    out = _apply(leaf, rows)
+    return self.reduced(out, (1,))[:, 0] if n > 1 else out[:, 0]
 
-  def halving(x: jax.Array) -> jax.Array:
-    shape = x.shape
-    rows = x.reshape(math.prod(shape[:first]), math.prod(shape[first : last + 1]), math.prod(shape[last + 1 :]))
-    return halve(rows, key).reshape(axes_lib.reduced_shape(shape, axes))
+  def _halve_blocks(self, rows: Parts | jax.Array, length: int, leaf: Callable[..., jax.Array]) -> jax.Array:
+    """(outer, n, inner) -> (outer, n / length, inner): each block of ``length`` along axis 1 halved to one."""
+    outer, n, inner = _shape(rows)
+    if inner == 1:  # blocks along the minor axis, halved down to 16, then reduced
+      blocks, stop = _map(lambda r: r.reshape(outer, n // length, length), rows), 16
+    else:
+      blocks, stop = _map(lambda r: r.reshape(outer, n // length, length, inner), rows), 1
+    size = length
+    while size > stop and (self.overlap or size % 2 == 0):
+      half = (size + 1) // 2
+      low, high = _slice(blocks, 0, half, 2), _slice(blocks, size - half, size, 2)
+      blocks, size, leaf = self.combine(_apply(leaf, low), _apply(leaf, high)), half, _identity
+    out = _apply(leaf, blocks)
+    if size > 1:
+      out = self.reduced(out, (2,))
+    return out.reshape(outer, n // length, inner)
 
-  def cpu(x: jax.Array) -> jax.Array:
-    return shardings.by_program_devices(x, one_device=halving, several=plain)
 
-  return platform.branch(x, cpu=cpu, default=plain)
+def _identity(k: jax.Array) -> jax.Array:
+  return k
+
+
+def _shape(rows: Parts | jax.Array) -> tuple[int, ...]:
+  return (rows[0] if isinstance(rows, tuple) else rows).shape
+
+
+def _map(fn: Callable[[jax.Array], jax.Array], rows: Parts | jax.Array) -> Parts | jax.Array:
+  return tuple(fn(r) for r in rows) if isinstance(rows, tuple) else fn(rows)
+
+
+def _slice(rows: Parts | jax.Array, start: int, stop: int, axis: int) -> Parts | jax.Array:
+  return _map(functools.partial(lax.slice_in_dim, start_index=start, limit_index=stop, axis=axis), rows)
+
+
+def _apply(leaf: Callable[..., jax.Array], rows: Parts | jax.Array) -> jax.Array:
+  return leaf(*rows) if isinstance(rows, tuple) else leaf(rows)
+
+
+def peak_position(
+  x: jax.Array, axes: tuple[int, ...], key: Callable[[jax.Array], jax.Array], *, last: bool
+) -> jax.Array:
+  """On one CPU device: the first (``last``: final) flat index over the contiguous ``axes`` (removed) at which
+  the integer ``key(x)`` is largest: argmin/argmax.
+
+  Where every row's block of ``length`` elements is small enough to read again alone (``_GATHERED_BYTES``):
+  one pass over the input, its blocks' largest keys (:func:`_block_length`, a small fraction of it), the
+  largest of those, the first (final) block that holds it, and in that block, read again alone, the first
+  (final) element that does. Otherwise two passes of the halving over the whole axis: the largest key, then
+  the first (final) position that holds it, the second pass in other blocks than the first (XLA would
+  otherwise compute the keys of both passes once and write them out whole, to read them twice).
+  """
+  shape = x.shape
+  first, end = axes[0], axes[-1] + 1
+  outer, n, inner = math.prod(shape[:first]), math.prod(shape[first:end]), math.prod(shape[end:])
+  out_shape = tuple(size for d, size in enumerate(shape) if d not in axes)
+  rows = x.reshape(outer, n, inner)
+  peak = _Reduction(key, jnp.maximum, jnp.max, False, False)
+  length = _block_length(n, inner, True, False)
+  if length is None or outer * length * inner * 4 > _GATHERED_BYTES:
+    best = peak.halved((rows,), (1,))
+    position = lax.broadcasted_iota(np.int32, rows.shape, 1)
+    parts = (rows, position, jnp.broadcast_to(best, rows.shape))
+    return _first_holding(parts, key, n, last, longest=64).reshape(out_shape)
+  blocks = peak._halve_blocks(rows, length, key)  # (outer, n / length, inner): each block's largest key
+  count = n // length
+  # XLA's reductions of the few blocks' keys: the keys written out once, where halvings here would each take in
+  # part of the stage before them, which would write the input's first halves out for both to read.
+  best = jnp.max(blocks, 1, keepdims=True)
+  block_position = lax.broadcasted_iota(np.int32, blocks.shape, 1)
+  chosen_blocks = jnp.where(blocks == best, block_position, np.int32(-1 if last else count))
+  which = (jnp.max if last else jnp.min)(chosen_blocks, 1, keepdims=True)
+  chosen = jnp.broadcast_to(which[:, :, None, :], (outer, 1, length, inner))
+  keys = key(jnp.take_along_axis(rows.reshape(outer, count, length, inner), chosen, axis=1)[:, 0])
+  within = lax.broadcasted_iota(np.int32, keys.shape, 1)
+  missing = np.int32(-1 if last else length)
+  inside = (jnp.max if last else jnp.min)(jnp.where(keys == best, within, missing), 1)
+  return (which[:, 0] * np.int32(length) + inside).reshape(out_shape)
+
+
+# The most that argmin/argmax read again of the blocks that hold the peak (one block a row): 256 KiB of keys.
+_GATHERED_BYTES = 1 << 18
+
+
+def _first_holding(parts: Parts, key: Callable[..., jax.Array], n: int, last: bool, longest: int = 128) -> jax.Array:
+  """(outer, 1, inner): the first (``last``: final) position along axis 1 of ``parts = (values, positions,
+  best)`` (each (outer, n, inner), ``best`` broadcast) where ``key(values)`` is ``best``."""
+  missing = np.int32(-1 if last else n)
+
+  def candidate(values: jax.Array, position: jax.Array, best: jax.Array) -> jax.Array:
+    return jnp.where(key(values) == best, position, missing)
+
+  combine, reduce = (jnp.maximum, jnp.max) if last else (jnp.minimum, jnp.min)
+  return _Reduction(candidate, combine, reduce, False, True, longest).halved(parts, (1,))
+
+
+def _block_length(n: int, inner: int, first: bool, shared_input: bool, longest: int = 128) -> int | None:
+  """The length of the blocks of the reduced axis (``n`` long, ``inner`` elements apart) that one fused loop halves.
+
+  XLA:CPU fuses a chain of elementwise halvings from its end, each loop taking producers in until one of them
+  would be computed more than 15 times (once for every slice that reads it). A block halved to one element in
+  ``L`` halvings reads its input through ``2**L`` slices, so a stage of 16 (or 9 to 15, halves overlapping)
+  elements is a loop of its own: it cannot take in the stage before it, whose loop therefore writes a
+  sixteenth of what it reads. Along the minor axis (``inner == 1``) a stage halves ``longest`` (128; down to
+  32) consecutive elements down to 16, which it reduces: 1/128. The ``first`` stage reads the input through
+  the keys: where the keys read one array computed over the whole input (``shared_input``: a bitcast, a
+  broadcast), that array may be read through at most 15 slices, so blocks of 8 (1/8). ``None``: no such length
+  divides ``n`` (the plain halving takes the rest).
+  """
+  if inner == 1:
+    lengths = range(longest, 31, -1)
+  else:
+    lengths = range(8, 4, -1) if first and shared_input else range(16, 8, -1)
+  return next((length for length in lengths if n % length == 0 and n > length), None)
 
 
 # Float types whose slices XLA:CPU moves as they are (a NaN's payload kept).
@@ -132,7 +296,7 @@ def _tree_max_of_bits(
   idt = np.dtype(f"int{rank_keys.layout(dtype).width}")
   if dtype in _SLICED_AS_FLOATS:
     return tree_max(x, axes, lambda s: key(lax.bitcast_convert_type(s, idt)), wrapping_key=wrapping_key)
-  return tree_max(lax.bitcast_convert_type(x, idt), axes, key, wrapping_key=wrapping_key)
+  return tree_max(lax.bitcast_convert_type(x, idt), axes, key, wrapping_key=wrapping_key, shared_input=True)
 
 
 def _largest_nan_fix(x: jax.Array, best: jax.Array, *, axes: tuple[int, ...], find_max: bool) -> jax.Array:
@@ -176,7 +340,7 @@ def _float_extreme_by_ties(x: jax.Array, axes: tuple[int, ...], find_max: bool) 
   """
   lay = rank_keys.layout(np.dtype(x.dtype))
   key = rank_keys.extreme_key(x, find_max)
-  best = tree_max(key, axes, lambda k: k)
+  best = tree_max(key, axes, lambda k: k, shared_input=True)
   bits = value_bits.to_bits(x)
   flip = np.zeros((), bits.dtype)
   if find_max and lay.signed and not lay.nan_at_sign:
@@ -215,9 +379,13 @@ def trailing(x: jax.Array, axes: tuple[int, ...]) -> bool:
 
 
 def _integer_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
-  """MAX/MIN of integers; 4- and 2-bit ones reduced as 8-bit integers (XLA:CPU has no all-reduce for them)."""
+  """MAX/MIN of integers; 4- and 2-bit ones reduced as 8-bit integers (XLA:CPU has no all-reduce for them).
+
+  XLA's own reduction where it is the faster one: over leading axes, and of 8-bit integers (XLA:CPU reduces
+  those with YNNPACK, ahead of the halving); the halving (:func:`tree`) over trailing axes of wider ones.
+  """
   wide = value_bits.to_bits(x)
-  if not trailing(wide, axes):  # XLA's own reduction over leading axes is the faster one there
+  if not trailing(wide, axes) or wide.dtype.itemsize == 1:
     out = jnp.max(wide, axes, keepdims=True) if find_max else jnp.min(wide, axes, keepdims=True)
   elif find_max:
     out = tree(wide, axes, lambda k: k, jnp.maximum, jnp.max)
@@ -243,9 +411,40 @@ def _extreme_jvp(
 ) -> tuple[jax.Array, jax.Array]:
   (x,), (t,) = primals, tangents
   out = _extreme(x, axes, find_max)
-  hit = (x == out) | (jnp.isnan(x) & jnp.isnan(out))  # a NaN result comes from the NaNs
+  hit = _hits(x, out)
   # float16/bfloat16 (and narrower) tangents accumulate in float32 and round once, as the other reductions do.
   work = np.dtype(np.float32) if np.dtype(t.dtype).itemsize < 4 else np.dtype(t.dtype)
-  count = jnp.sum(hit, axes, keepdims=True, dtype=work)
+  count = _count_hits(x, out, axes).astype(work)
   shared = jnp.sum(jnp.where(hit, t.astype(work), jnp.zeros((), work)), axes, keepdims=True) / count
   return out, shared.astype(t.dtype)
+
+
+def _hits(x: jax.Array, out: jax.Array) -> jax.Array:
+  """Where ``x`` holds the extreme ``out`` (a NaN result comes from the NaNs)."""
+  return (x == out) | (jnp.isnan(x) & jnp.isnan(out))
+
+
+def _count_hits(x: jax.Array, out: jax.Array, axes: tuple[int, ...]) -> jax.Array:
+  """How many elements of every block hold its extreme ``out`` (int32, keeping dims).
+
+  On one CPU device by the halving, the comparison made where each block is read: a sum of the comparisons in
+  XLA:CPU's reduction would write them out whole (as float32, or int32) first, to read them again.
+  """
+
+  def plain(x: jax.Array) -> jax.Array:
+    return jnp.sum(_hits(x, out), axes, keepdims=True, dtype=np.int32)
+
+  if not axes or axes != tuple(range(axes[0], axes[-1] + 1)) or shardings.splits_explicitly(x, axes):
+    return plain(x)
+
+  def one_device(x: jax.Array) -> jax.Array:
+    def key(values: jax.Array, extreme: jax.Array) -> jax.Array:
+      return _hits(values, extreme).astype(np.int32)
+
+    total = functools.partial(jnp.sum, dtype=np.int32)
+    return _Reduction(key, jnp.add, total, False, True).halved((x, jnp.broadcast_to(out, x.shape)), axes)
+
+  def cpu(x: jax.Array) -> jax.Array:
+    return shardings.by_program_devices(x, one_device=one_device, several=plain)
+
+  return platform.branch(x, cpu=cpu, default=plain)

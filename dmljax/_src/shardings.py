@@ -104,7 +104,11 @@ def runs_on_one_device(ctx: Any) -> bool:
 
 
 def by_program_devices(
-  x: jax.Array, *, one_device: Callable[[jax.Array], Any], several: Callable[[jax.Array], Any]
+  x: jax.Array,
+  *,
+  one_device: Callable[[jax.Array], Any],
+  several: Callable[[jax.Array], Any],
+  trace_several: bool = False,
 ) -> Any:
   """``one_device(x)`` in a program that runs on one device, ``several(x)`` in one spread over several; the two
   must compute the same values (they differ in what they cost where).
@@ -114,22 +118,59 @@ def by_program_devices(
   ``jit`` whose arguments are sharded over a mesh takes ``several`` (automatic axes are known only then). An
   array whose type names explicit mesh axes (sharding in types) is known to be spread at trace time and takes
   ``several`` at once. ``one_device`` is traced when this is called, ``several`` only when a program of several
-  devices is lowered.
+  devices is lowered, unless ``trace_several``: then both now, which ``several`` needs where it holds a
+  ``custom_partitioning`` call (JAX gives such a program its devices when lowering it only where it finds the
+  call in the program it traced).
   """
   if explicit_spec(x) is not None:
     return several(x)
-  return _deferred(x, one_device, several, platform.current())
+  return _deferred(x, one_device, several, platform.current(), trace_several)
 
 
 def _deferred(
-  x: jax.Array, one_device: Callable[[jax.Array], Any], several: Callable[[jax.Array], Any], choice: platform.Choice
+  x: jax.Array,
+  one_device: Callable[[jax.Array], Any],
+  several: Callable[[jax.Array], Any],
+  choice: platform.Choice,
+  trace_several: bool,
 ) -> Any:
   traced, out_shape = jax.make_jaxpr(one_device, return_shape=True)(x)
-  if any(isinstance(c, jax.core.Tracer) for c in traced.consts) or traced.effects:
-    return one_device(x)  # closes over a tracer (or has effects): not a pure function of x, so traced inline
-  out_tree = jax.tree.structure(out_shape)
-  outs = _by_devices_p.bind(x, one_device=one_device, several=several, choice=choice, traced=traced)
-  return jax.tree.unflatten(out_tree, outs)
+  if traced.effects:
+    return one_device(x)
+  closes = any(isinstance(c, jax.core.Tracer) for c in traced.consts)
+  several_traced = jax.make_jaxpr(several)(x) if trace_several or closes else None
+  # Values the functions close over (a tracer of the caller's trace: a peak computed before) become operands.
+  one_consts, traced = _hoisted(traced)
+  several_consts: list[Any] = []
+  if several_traced is not None:
+    several_consts, several_traced = _hoisted(several_traced)
+  outs = _by_devices_p.bind(
+    *one_consts,
+    *several_consts,
+    x,
+    several=several,
+    choice=choice,
+    traced=traced,
+    several_traced=several_traced,
+    counts=(len(one_consts), len(several_consts)),
+  )
+  return jax.tree.unflatten(jax.tree.structure(out_shape), outs)
+
+
+def _hoisted(traced: core.ClosedJaxpr) -> tuple[list[Any], core.ClosedJaxpr]:
+  """The consts of ``traced`` and ``traced`` as a function of ``(*consts, *inputs)`` with no consts."""
+  jaxpr = traced.jaxpr
+  if not jaxpr.constvars:
+    return [], traced
+  debug_info = jaxpr.debug_info._replace(arg_names=None) if jaxpr.debug_info is not None else None
+  opened = jaxpr.replace(constvars=[], invars=[*jaxpr.constvars, *jaxpr.invars], debug_info=debug_info)
+  return list(traced.consts), core.ClosedJaxpr(opened, [])
+
+
+def _split(operands: Any, counts: tuple[int, int]) -> tuple[list[Any], list[Any], Any]:
+  """(the one-device function's operands before ``x``, the other's, ``x``)."""
+  one, several = counts
+  return list(operands[:one]), list(operands[one : one + several]), operands[-1]
 
 
 _by_devices_p = core.Primitive("dmljax_by_program_devices")
@@ -137,48 +178,89 @@ _by_devices_p.multiple_results = True
 
 
 @_by_devices_p.def_abstract_eval
-def _by_devices_abstract_eval(x: Any, *, traced: core.ClosedJaxpr, **_: Any) -> Any:
-  del x
+def _by_devices_abstract_eval(*operands: Any, traced: core.ClosedJaxpr, **_: Any) -> Any:
+  del operands
   return traced.out_avals
 
 
 @_by_devices_p.def_impl
-def _by_devices_impl(x: jax.Array, *, traced: core.ClosedJaxpr, **_: Any) -> Any:
+def _by_devices_impl(*operands: Any, traced: core.ClosedJaxpr, counts: tuple[int, int], **_: Any) -> Any:
   """Eagerly (``jax.disable_jit``): op by op, as traced for one device."""
-  return core.jaxpr_as_fun(traced)(x)
+  one, _other, x = _split(operands, counts)
+  return core.jaxpr_as_fun(traced)(*one, x)
 
 
 def _by_devices_lowering(
-  ctx: Any, x: Any, *, one_device: Any, several: Any, choice: platform.Choice, traced: core.ClosedJaxpr
+  ctx: Any,
+  *operands: Any,
+  several: Any,
+  choice: platform.Choice,
+  traced: core.ClosedJaxpr,
+  several_traced: core.ClosedJaxpr | None,
+  counts: tuple[int, int],
 ) -> Any:
-  del one_device
+  # mlir.lower_fun traces the function with every operand of the primitive: each function picks its own.
   if runs_on_one_device(ctx):
-    return mlir.lower_fun(core.jaxpr_as_fun(traced), multiple_results=True)(ctx, x)
-  run = with_choice(choice, lambda x: jax.tree.leaves(several(x)))
-  return mlir.lower_fun(run, multiple_results=True)(ctx, x)
+
+    def run(*operands: Any) -> Any:
+      one, _, x = _split(operands, counts)
+      return core.jaxpr_as_fun(traced)(*one, x)
+
+  elif several_traced is not None:
+    chosen = several_traced
+
+    def run(*operands: Any) -> Any:
+      _, other, x = _split(operands, counts)
+      return core.jaxpr_as_fun(chosen)(*other, x)
+
+  else:
+    run = with_choice(choice, lambda *operands: jax.tree.leaves(several(operands[-1])))
+
+  return mlir.lower_fun(run, multiple_results=True)(ctx, *operands)
 
 
 mlir.register_lowering(_by_devices_p, _by_devices_lowering)
 
 
-def _by_devices_batched(
-  args: Any, dims: Any, *, one_device: Any, several: Any, choice: platform.Choice, **_: Any
-) -> Any:
-  (x,), (axis,) = args, dims
-  outs = jax.tree.leaves(_deferred(x, jax.vmap(one_device, in_axes=axis), jax.vmap(several, in_axes=axis), choice))
+def _functions(operands: Any, params: dict[str, Any], transform: Callable[..., Any]) -> tuple[Any, Any]:
+  """The two functions of ``x`` that the primitive's parameters stand for, each closing over its operands
+  (``operands`` without ``x``), with ``transform(fn, operands)`` applied (vmap, jvp)."""
+  one, other, _ = _split(operands, params["counts"])
+  one_device = transform(core.jaxpr_as_fun(params["traced"]), one)
+  if params["several_traced"] is not None:
+    several = transform(core.jaxpr_as_fun(params["several_traced"]), other)
+  else:
+    several = transform(lambda x: jax.tree.leaves(params["several"](x)), [])
+  return one_device, several
+
+
+def _by_devices_batched(args: Any, dims: Any, **params: Any) -> Any:
+  """``vmap``: both functions vmapped (every operand's mapped axis moved to the front), the choice still made
+  at lowering."""
+  size = next(a.shape[d] for a, d in zip(args, dims, strict=True) if d is not None)
+  args = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims, strict=True)]
+  one_device, several = _functions(args, params, lambda fn, closed: lambda x: jax.vmap(fn)(*closed, x))
+  outs = jax.tree.leaves(
+    _deferred(args[-1], one_device, several, params["choice"], params["several_traced"] is not None)
+  )
   return outs, [0] * len(outs)
 
 
 batching.primitive_batchers[_by_devices_p] = _by_devices_batched
 
 
-def _by_devices_jvp(
-  primals: Any, tangents: Any, *, one_device: Any, several: Any, choice: platform.Choice, **_: Any
-) -> Any:
-  """The value as the program chooses; the tangent by ``one_device``'s rule (both compute the same function)."""
-  (x,), (t,) = primals, tangents
-  outs = jax.tree.leaves(_deferred(x, one_device, several, choice))
-  _, tangent_outs = jax.jvp(lambda x: jax.tree.leaves(one_device(x)), (x,), (ad.instantiate_zeros(t),))
+def _by_devices_jvp(primals: Any, tangents: Any, **params: Any) -> Any:
+  """The value as the program chooses; the tangent by the one-device function's rule (both compute the same
+  function)."""
+  tangents = [ad.instantiate_zeros(t) for t in tangents]
+  one_device, several = _functions(primals, params, lambda fn, closed: lambda x: fn(*closed, x))
+  x = primals[-1]
+  outs = jax.tree.leaves(_deferred(x, one_device, several, params["choice"], params["several_traced"] is not None))
+  _, tangent_outs = jax.jvp(
+    lambda *operands: core.jaxpr_as_fun(params["traced"])(*_split(operands, params["counts"])[0], operands[-1]),
+    tuple(primals),
+    tuple(tangents),
+  )
   return outs, tangent_outs
 
 
