@@ -42,6 +42,9 @@ PHASE_FIELDS = {
   "dmljax_temp_bytes",
   "native_temp_bytes",
   "full_size_temps",
+  "compile_dmljax_s",
+  "compile_native_s",
+  "compile_ratio",
   "target",
   "errors",
 }
@@ -87,6 +90,9 @@ def test_every_row_has_both_timings_and_both_memory_figures(short: tuple[dict, P
     assert 0 < r["paired_q1"] <= r["paired_ratio"] <= r["paired_q3"], r["name"]
     assert isinstance(r["dmljax_temp_bytes"], int) and isinstance(r["native_temp_bytes"], int), r["name"]
     assert r["target"] == (matrix.LARGE_TARGET if r["size"] == "large" else matrix.SMALL_TARGET)
+    # The compile column beside every speed row: the program that row times, dmljax's and native's.
+    assert r["compile_dmljax_s"] > 0 and r["compile_native_s"] > 0, r["name"]
+    assert r["compile_ratio"] == pytest.approx(r["compile_dmljax_s"] / r["compile_native_s"]), r["name"]
   # A workload with a gradient has a grad row; one without has none.
   for w in report["workloads"]:
     phases = {r["phase"] for r in rows if r["name"] == w["name"]}

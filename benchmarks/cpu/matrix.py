@@ -128,6 +128,9 @@ def phase_rows(row: Row, w: dict[str, Any]) -> list[dict[str, Any]]:
     if phase == "grad" and not w["has_gradient"]:
       continue
     timed = w[key]
+    compile_times = w.get("trace_compile" if phase == "forward" else "trace_compile_fwd_bwd", {})
+    compile_mine = compile_times.get("dmljax", {}).get("median_s")
+    compile_native = compile_times.get(native, {}).get("median_s")
     ratio = w["ratios"].get(key, {}).get("jax")
     mine_temp = w["contenders"].get("dmljax", {}).get(temps)
     native_temp = w["contenders"].get(native, {}).get(temps)
@@ -156,6 +159,9 @@ def phase_rows(row: Row, w: dict[str, Any]) -> list[dict[str, Any]]:
         "dmljax_temp_bytes": mine_temp,
         "native_temp_bytes": native_temp,
         "full_size_temps": full_size,
+        "compile_dmljax_s": compile_mine,
+        "compile_native_s": compile_native,
+        "compile_ratio": None if compile_mine is None or not compile_native else compile_mine / compile_native,
         "target": target,
         "errors": errors,
       }
