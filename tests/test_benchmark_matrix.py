@@ -185,6 +185,14 @@ def test_cli_options_parse() -> None:
   assert (args.only, args.rounds, args.repeats, str(args.out), args.short) == ("reduce", 3, 3, "/tmp/x", False)
   assert args.no_torch and args.no_onnx and args.no_eager and not args.evict
   assert matrix.parse_args(["--short"]).rounds == 2
+  assert (matrix.parse_args([]).rounds, matrix.parse_args([]).compile_rounds, matrix.parse_args([]).cpus) == (
+    11,
+    3,
+    None,
+  )
+  assert matrix.parse_args(["--cpus", "1,0"]).cpus == [0, 1]
+  with pytest.raises(SystemExit):
+    matrix.parse_args(["--cpus", "first"])
   with pytest.raises(SystemExit):
     matrix.parse_args(["--rounds", "0"])
 

@@ -144,6 +144,7 @@ def conditions_text(report: dict[str, Any]) -> str:
     f"{s['rounds']} interleaved rounds per row (samples of at least {s['min_sample_s'] * 1e3:g} ms, "
     f"caches {'flushed' if s['evict'] else 'not flushed'} before each), "
     f"trace + compile {s['compile_rounds']} round(s)."
+    + (f" Pinned to CPUs {', '.join(map(str, s['cpus']))}." if s.get("cpus") else "")
   )
 
 
@@ -351,10 +352,13 @@ def rst_block(report: dict[str, Any], source: str) -> str:
       "holds them), the last axis, the first axis and all axes, forward and gradient, at a large size (4 MiB inputs) "
       "and at the small sizes of a decoding step (8, 1000), MoE routing (256, 8) and per-example code under "
       "``jax.vmap`` (64 rows of 100); with ``dmljax.sampling`` against the recipes users write, the compiled temporary "
-      "bytes of both programs, trace + compile time, and two whole programs. It uses the benchmark's own timing "
-      "(``benchmarks/harness/timing.py``: interleaved rounds, the median of same-round ratios dmljax / native) and "
+      "bytes of both programs, the trace + compile time of both beside every row (forward and gradient programs, "
+      "each compiled as a fresh function), and two whole programs. It uses the benchmark's own timing "
+      "(``benchmarks/harness/timing.py``: interleaved rounds in a new random order each, the median of same-round "
+      "ratios dmljax / native) with the process pinned to a fixed set of CPUs (``os.sched_setaffinity``; every CPU "
+      "it may use when it starts, or ``--cpus``), 11 rounds per row and 3 trace + compile rounds per program, and "
       "adds A/A control rows (a native call against a separately compiled copy of itself): an A/A ratio away from 1.00 "
-      "is noise the targets cannot see through, and such a run decides nothing. The full matrix is sized for about 10 "
+      "is noise the targets cannot see through, and such a run decides nothing. The full matrix is sized for about 20 "
       "minutes on 2 quiet cores; ``--short`` runs a few tiny rows in seconds (the test suite runs it), ``--only "
       "REGEX`` a part (``--only reduce``, ``--only sampling``), ``--rounds N`` sets the rounds. Every full run "
       "rewrites this section from its JSON (``--render JSON`` rewrites it alone); every row is in "
