@@ -5,7 +5,8 @@ reduction takes), odd lengths (halves that overlap), long rows (split into parts
 the NaN fix-up a one-branch ``lax.cond``), ``jit`` and ``grad``, against the NumPy reference; and the compiled
 program's temporaries stay a fraction of the input.
 
-A one-device program takes the fused CPU path whatever the process's device count (the choice is the
+These tests run REDUCE's XLA composition (the compiled CPU kernel's are in tests/test_cpu_kernel.py). A one-device
+program takes the fused CPU path whatever the process's device count (the choice is the
 program's: tests/test_sharding.py checks that a program over several devices takes XLA's reduction), so this
 file runs it here, in the suite's 8-device process, and tests/test_one_device_process.py runs the whole file
 again in a process of one device, where a user on a laptop is; ``test_one_device_programs_take_the_halving``
@@ -15,6 +16,7 @@ checks from the lowered program that the halving is what ran.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +27,16 @@ from _helpers import assert_bitwise_equal, maximum_reduction_lengths
 from reference import ref_extreme
 
 import dmljax as dml
+from dmljax._src import platform
+
+
+@pytest.fixture(autouse=True)
+def composition() -> Iterator[None]:
+  """The XLA composition (the compiled CPU kernel's own tests: tests/test_cpu_kernel.py), as a build without a
+  C++ compiler runs it, and as every platform but CPU does."""
+  with platform.choosing(cpu_kernel=False):
+    yield
+
 
 FLOATS = [
   np.dtype(np.float32),

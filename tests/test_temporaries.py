@@ -21,6 +21,7 @@ import pytest
 from _helpers import x64
 
 import dmljax as dml
+from dmljax._src import platform
 
 MiB = 1 << 20
 LARGE = 4 * MiB
@@ -47,22 +48,27 @@ def _assert_within(mine: Callable[[jax.Array], Any], native: Callable[[jax.Array
 EXTREMES = [(np.float32, "max"), (np.float32, "min"), (ml_dtypes.bfloat16, "max"), (np.float16, "min")]
 
 
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "composition"])
 @pytest.mark.parametrize("axis", AXES)
 @pytest.mark.parametrize(("dtype", "function"), EXTREMES, ids=lambda v: getattr(v, "__name__", v))
-def test_reduce_max_min(dtype: Any, function: str, axis: str) -> None:
+def test_reduce_max_min(dtype: Any, function: str, axis: str, kernel: bool) -> None:
+  """With the compiled CPU kernel (where built) and with the XLA composition a build without it runs."""
   native = jnp.max if function == "max" else jnp.min
   x = _input(dtype)
-  _assert_within(lambda a: dml.reduce(a, function, AXES[axis]), lambda a: native(a, AXES[axis]), x, function)
+  with platform.choosing(cpu_kernel=kernel):
+    _assert_within(lambda a: dml.reduce(a, function, AXES[axis]), lambda a: native(a, AXES[axis]), x, function)
 
 
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "composition"])
 @pytest.mark.parametrize("axis", ["last", "all"])
-def test_reduce_max_min_of_the_issue_s_rows(axis: str) -> None:
+def test_reduce_max_min_of_the_issue_s_rows(axis: str, kernel: bool) -> None:
   """64 rows of 1 MiB: the halving held 17 MiB here where jnp.max holds none."""
   x = _input(np.float32, (64, 262144))
   for function, native in (("max", jnp.max), ("min", jnp.min)):
-    _assert_within(
-      lambda a, f=function: dml.reduce(a, f, AXES[axis]), lambda a, n=native: n(a, AXES[axis]), x, function
-    )
+    with platform.choosing(cpu_kernel=kernel):
+      _assert_within(
+        lambda a, f=function: dml.reduce(a, f, AXES[axis]), lambda a, n=native: n(a, AXES[axis]), x, function
+      )
 
 
 @pytest.mark.parametrize("axis", AXES)

@@ -16,14 +16,18 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.extend import core
+from jax.interpreters import batching, mlir
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import dtypes, platform, rank_keys, rowwise, shardings, value_bits
+from dmljax._src import cpu_kernel_library, dtypes, platform, rank_keys, rowwise, shardings, value_bits
+from dmljax._src.strategies import row_kernel
 
 
 def extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
@@ -353,7 +357,12 @@ def _float_extreme_by_ties(x: jax.Array, axes: tuple[int, ...], find_max: bool) 
 
 
 def _float_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
-  """MAX/MIN of floats: an element of the input, bit for bit, that is the extreme.
+  """MAX/MIN of floats: the compiled CPU kernel where it runs (:func:`_by_kernel`), else :func:`_float_composition`."""
+  return _by_kernel(x, axes, find_max, _float_composition)
+
+
+def _float_composition(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
+  """MAX/MIN of floats in XLA: an element of the input, bit for bit, that is the extreme.
 
   IEEE 754-2019 ``maximum``/``minimum``: a NaN if the block holds one (the NaN whose bits, read as an unsigned
   integer, are the largest), else the largest/smallest value, with +0.0 above -0.0 (MAX of both zeros is
@@ -379,7 +388,12 @@ def trailing(x: jax.Array, axes: tuple[int, ...]) -> bool:
 
 
 def _integer_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
-  """MAX/MIN of integers; 4- and 2-bit ones reduced as 8-bit integers (XLA:CPU has no all-reduce for them).
+  """MAX/MIN of integers: the compiled CPU kernel where it runs (:func:`_by_kernel`), else the composition."""
+  return _by_kernel(x, axes, find_max, _integer_composition)
+
+
+def _integer_composition(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
+  """MAX/MIN of integers in XLA; 4- and 2-bit ones reduced as 8-bit integers (XLA:CPU has no all-reduce for them).
 
   XLA's own reduction where it is the faster one: over leading axes, and of 8-bit integers (XLA:CPU reduces
   those with YNNPACK, ahead of the halving); the halving (:func:`tree`) over trailing axes of wider ones.
@@ -448,3 +462,108 @@ def _count_hits(x: jax.Array, out: jax.Array, axes: tuple[int, ...]) -> jax.Arra
     return shardings.by_program_devices(x, one_device=one_device, several=plain)
 
   return platform.branch(x, cpu=cpu, default=plain)
+
+
+# The compiled CPU kernel (csrc/cpu_reduce_extreme.cc) --------------------------------------------------------------
+
+# The types the kernel reduces (the others, float8, float4 and 4- and 2-bit integers, keep the composition).
+KERNEL_TYPES = frozenset(
+  np.dtype(t)
+  for t in (
+    jnp.float16,
+    jnp.bfloat16,
+    jnp.float32,
+    jnp.float64,
+    jnp.int8,
+    jnp.int16,
+    jnp.int32,
+    jnp.int64,
+    jnp.uint8,
+    jnp.uint16,
+    jnp.uint32,
+    jnp.uint64,
+  )
+)
+Composition = Callable[[jax.Array, tuple[int, ...], bool], jax.Array]
+# Many short rows cost the kernel a fold of its vector lanes each (10x jnp.max at 65536 rows of 16 float32):
+# rows under 64 elements keep the composition, unless the whole input is small (256 KiB), where the kernel's
+# single call beats XLA's fixed costs (0.2x jnp.max at 256 rows of 8).
+_KERNEL_SHORTEST_ROW = 64
+_KERNEL_ANY_ROW_BYTES = 1 << 18
+
+
+def _by_kernel(x: jax.Array, axes: tuple[int, ...], find_max: bool, composition: Composition) -> jax.Array:
+  """MAX/MIN keeping dims: on CPU, in a program of one device, the compiled kernel (a custom call that reads the
+  input once on every core and writes only the result: no temporaries, and one kernel for XLA to compile),
+  where the library is loaded and the program is not being exported; ``composition`` everywhere else, and as
+  the kernel's own lowering where it cannot run. Both give the same bits.
+  """
+  contiguous = bool(axes) and axes == tuple(range(axes[0], axes[-1] + 1))
+  chosen = np.dtype(x.dtype) in KERNEL_TYPES and platform.current().cpu_kernel
+  if not contiguous or not chosen or shardings.splits_explicitly(x, axes):
+    return composition(x, axes, find_max)
+  first, end = axes[0], axes[-1] + 1
+  rows: tuple[int, ...] = (math.prod(x.shape[:first]), math.prod(x.shape[first:end]), math.prod(x.shape[end:]))
+  if rows[1] < _KERNEL_SHORTEST_ROW and rows[2] == 1 and x.size * x.dtype.itemsize >= _KERNEL_ANY_ROW_BYTES:
+    return composition(x, axes, find_max)
+  if rows[2] == 1:
+    rows = rows[:2]  # no size-1 axis: XLA would copy the operand into the layout a custom call expects
+
+  def fallback(rows: jax.Array) -> jax.Array:
+    return composition(rows, (1,), find_max)[:, 0]
+
+  def kernel(x: jax.Array) -> jax.Array:
+    out = _kernel_p.bind(x.reshape(rows), find_max=find_max, fallback=fallback)
+    return out.reshape(axes_lib.reduced_shape(x.shape, axes))
+
+  def plain(x: jax.Array) -> jax.Array:
+    return composition(x, axes, find_max)
+
+  def cpu(x: jax.Array) -> jax.Array:
+    return shardings.by_program_devices(x, one_device=kernel, several=plain)
+
+  return platform.branch(x, cpu=cpu, default=plain)
+
+
+_kernel_p = core.Primitive("dmljax_cpu_reduce_extreme")
+
+
+@_kernel_p.def_impl
+def _kernel_impl(rows: jax.Array, *, find_max: bool, fallback: Callable[..., Any]) -> jax.Array:
+  """Eagerly (``jax.disable_jit``): the composition, op by op."""
+  del find_max
+  return fallback(rows)
+
+
+@_kernel_p.def_abstract_eval
+def _kernel_abstract_eval(rows: Any, **_: Any) -> Any:
+  """(outer, n, inner) -> (outer, inner); (outer, n) -> (outer,)."""
+  return rows.update(shape=(rows.shape[0], *rows.shape[2:]), weak_type=False)
+
+
+def _kernel_fallback_lowering(ctx: Any, rows: Any, *, find_max: bool, fallback: Callable[..., Any]) -> Any:
+  del find_max
+  return mlir.lower_fun(fallback, multiple_results=False)(ctx, rows)
+
+
+def _kernel_cpu_lowering(ctx: Any, rows: Any, *, find_max: bool, fallback: Callable[..., Any]) -> Any:
+  # An FFI target is no stable custom call for jax.export: an exported program holds the composition.
+  if row_kernel.exporting(ctx) or not cpu_kernel_library.available():
+    return _kernel_fallback_lowering(ctx, rows, find_max=find_max, fallback=fallback)
+  return jax.ffi.ffi_lowering(cpu_kernel_library.REDUCE_EXTREME_TARGET)(ctx, rows, find_max=bool(find_max))
+
+
+mlir.register_lowering(_kernel_p, _kernel_fallback_lowering)
+mlir.register_lowering(_kernel_p, _kernel_cpu_lowering, platform="cpu")
+
+
+def _kernel_batched(args: Any, dims: Any, **params: Any) -> tuple[jax.Array, int]:
+  """A batch is more rows: the mapped axis joins the kept leading ones."""
+  (rows,), (dim,) = args, dims
+  rows = jnp.moveaxis(rows, dim, 0)
+  batch, outer, *rest = rows.shape
+  out = _kernel_p.bind(rows.reshape(batch * outer, *rest), **params)
+  return out.reshape(batch, outer, *rest[1:]), 0
+
+
+batching.primitive_batchers[_kernel_p] = _kernel_batched
