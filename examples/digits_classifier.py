@@ -1,6 +1,6 @@
 """A digit classifier on scikit-learn's bundled 8x8 digits, with its loss and metrics built from dmljax operators.
 
-* labels become one-hot targets through ``dml.one_hot`` (DirectML's layout: a size-1 class axis in);
+* labels become one-hot targets through ``dml.one_hot`` (``jax.nn.one_hot``'s layout: the class axis inserted);
 * the cross-entropy's log-partition is ``dml.reduce(..., LOG_SUM_EXP)``, stable and differentiable;
 * accuracy compares ``dml.argmax`` over the class axis with the labels;
 * top-3 accuracy asks whether the label is among ``dml.top_k(logits, 3)``'s indices.

@@ -1,11 +1,13 @@
 """Quick start: DirectML's worked examples of its five operator pages through both dmljax paths, then a model.
 
 Each example is run once through ``dml.execute`` with the descriptor spelled as
-on the DirectML page, and once through the functional API with its defaults, and
-printed beside the page's expected output. The functional path returns int32
-indices by default (as ``jax.lax.top_k`` and ``jnp.argmax``), where the page's
-descriptors ask for UINT32: those are compared by value, and
-``index_dtype=np.uint32`` would give the page's type. Then :func:`in_a_model` shows
+on the DirectML page, and once through the functional API, and printed beside the
+page's expected output. The functional path gives JAX's answers by default: int32
+indices (as ``jax.lax.top_k`` and ``jnp.argmax`` with x64 off), where the page's
+descriptors ask for UINT32, are compared by value (``index_dtype=np.uint32``
+would give the page's type); DirectML's own rules that differ from JAX's are asked
+for by keyword (``negative_indices="from_end"`` for ONE_HOT's negative indices,
+``promote_integers=False`` for integer reductions in the input's type). Then :func:`in_a_model` shows
 the functional path where a JAX model uses it: a jitted top-k sampling step, and
 k-nearest-neighbour classification (the smallest distances with
 ``direction="increasing"``, the neighbours' labels with ``gather_nd``, the vote with
@@ -93,12 +95,15 @@ def through_functions(example: dict) -> list[np.ndarray]:
     out = dml.gather_nd(x, indices, batch_dims=params["batch_dimension_count"])
     return [np.asarray(out).reshape(out_sizes[0])]
   if op == "REDUCE":
-    found = dml.reduce(ins["input_tensor"], params["function"], params["axes"], keepdims=True)
+    # DirectML reduces integers in their own type (jnp.sum widens them): promote_integers=False.
+    found = dml.reduce(ins["input_tensor"], params["function"], params["axes"], keepdims=True, promote_integers=False)
     return [np.asarray(found)]
-  # jax.nn.one_hot's layout: the indices without DirectML's size-1 axis, the new axis inserted there.
+  # jax.nn.one_hot's layout: the indices without DirectML's size-1 axis, the new axis inserted there. A negative index
+  # counts from the end on DirectML's page (jax.nn.one_hot leaves its row off): negative_indices="from_end".
   axis = params["axis"]
   off, on = ins["values_tensor"].reshape(-1)[:2]
-  out = dml.one_hot(ins["indices_tensor"].squeeze(axis), out_sizes[0][axis], axis=axis, on_value=on, off_value=off)
+  indices = ins["indices_tensor"].squeeze(axis)
+  out = dml.one_hot(indices, out_sizes[0][axis], axis=axis, on_value=on, off_value=off, negative_indices="from_end")
   return [np.asarray(out)]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import math
+import os
 import pathlib
 import re
 import types
@@ -34,6 +35,19 @@ DML_NUMPY = {
 NUMPY_DML = {dtype: name for name, dtype in DML_NUMPY.items()}
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+
+
+def peer(name: str) -> types.ModuleType:
+  """The module ``name`` of a peer (ONNX, ONNX Runtime, PyTorch, ...), or a skip of the calling test module saying
+  which extra installs it: the default run needs only the ``test`` extra, CI installs the peers too."""
+  import pytest
+
+  return pytest.importorskip(name, reason=f"needs {name.split('.')[0]}: pip install '.[peers]'")
+
+
+def long_profile() -> bool:
+  """Whether this run is the long profile (``python -m pytest -m long``; see conftest.py): ``deep`` tests go deeper."""
+  return os.environ.get("DMLJAX_TEST_PROFILE") == "long"
 
 
 def ties(direction: Any) -> str:
@@ -105,6 +119,10 @@ def assert_bitwise_equal(actual: Any, expected: Any, msg: str = "") -> None:
   actual, expected = np.asarray(actual), np.asarray(expected)
   assert actual.dtype == expected.dtype, f"{msg}: dtype {actual.dtype} != {expected.dtype}"
   assert actual.shape == expected.shape, f"{msg}: shape {actual.shape} != {expected.shape}"
+  if actual.dtype.kind == "c":  # the real and the imaginary parts, each by its bits
+    assert_bitwise_equal(actual.real, expected.real, f"{msg} (real part)")
+    assert_bitwise_equal(actual.imag, expected.imag, f"{msg} (imaginary part)")
+    return
   mismatch = bits(actual) != bits(expected)
   assert not mismatch.any(), (
     f"{msg}: {int(mismatch.sum())} of {mismatch.size} elements differ; first at "

@@ -6,7 +6,8 @@ ones, and heavy ties (values repeated from a small pool). A type without one of 
 infinity, no -0.0, no NaN, no sign) simply has none: the classes are found by decoding every bit pattern
 of types up to 16 bits (ml_dtypes' cast to float32) and built from the IEEE layout for float32 and float64.
 Subnormals are replaced by the smallest normal value of their sign: dmljax may flush them to zero, so no
-result may depend on them. Integers: random bits, both extremes, zero, ties.
+result may depend on them. Integers: random bits, both extremes, zero, ties. Complex numbers: a real and an
+imaginary part drawn each as the float type of half the width.
 
 Written without dmljax: the matrix's references read the same arrays.
 """
@@ -27,6 +28,8 @@ def _is_float(dtype: np.dtype) -> bool:
 def width(dtype: Any) -> int:
   """The number of bits of one value (4 for float4_e2m1fn, int4 and uint4)."""
   dtype = np.dtype(dtype)
+  if dtype.kind == "c":
+    return dtype.itemsize * 8
   if _is_float(dtype):
     return int(ml_dtypes.finfo(dtype).bits)
   if dtype == np.dtype(bool):
@@ -126,6 +129,11 @@ def sample(rng: np.random.Generator, dtype: Any, shape: tuple[int, ...], *, ties
   size = int(np.prod(shape))
   if dtype == np.dtype(bool):
     return rng.integers(0, 2, shape).astype(bool)
+  if dtype.kind == "c":  # the real and the imaginary parts, each drawn as the float type of half the width
+    part = np.dtype(f"f{dtype.itemsize // 2}")
+    out = np.empty(shape, dtype)
+    out.real, out.imag = sample(rng, part, shape, ties=ties), sample(rng, part, shape, ties=ties)
+    return out
   patterns = _random_patterns(rng, dtype, size)
   if _is_float(dtype):
     specials = np.concatenate([p for name, p in _float_classes(dtype).items() if name != "normal"])

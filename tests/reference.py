@@ -13,6 +13,7 @@ Functions (all take and return plain ``numpy`` arrays):
 * :func:`ref_gather_nd`    -- GATHER_ND1 / GATHER_ND, TF/ONNX shapes
 * :func:`ref_reduce`       -- REDUCE
 * :func:`ref_extreme`      -- REDUCE's MAX / MIN, bit for bit
+* :func:`ref_complex_extreme` -- the functional path's MAX / MIN of complex numbers
 * :func:`ref_one_hot`      -- ONE_HOT, DML layout
 
 Low-precision float types that NumPy does not know natively (``bfloat16`` and
@@ -25,6 +26,7 @@ import numpy as np
 
 __all__ = [
   "ref_arg_reduce",
+  "ref_complex_extreme",
   "ref_extreme",
   "ref_gather_nd",
   "ref_one_hot",
@@ -415,6 +417,26 @@ def ref_extreme(x, function: str, axes) -> np.ndarray:
         candidates = candidates[wanted]
     chosen[r] = candidates[0]
   return rows[np.arange(rows.shape[0]), chosen].reshape(out_shape)
+
+
+def ref_complex_extreme(x, function: str, axes) -> np.ndarray:
+  """MAX or MIN of complex numbers over ``axes`` in the lexicographic order (real part, then imaginary part).
+
+  The real part is :func:`ref_extreme` of the real parts (NaN propagating, +0.0 above -0.0); the imaginary
+  part is :func:`ref_extreme` of the imaginary parts of the elements whose real part equals it (for a NaN
+  real part: the elements whose real part is NaN). Keeps dims.
+  """
+  x = np.asarray(x)
+  if x.dtype.kind != "c":
+    raise TypeError(f"ref_complex_extreme: complex input expected, got {x.dtype}")
+  real, imag = x.real, x.imag
+  peak = ref_extreme(real, function, axes)
+  tie = (real == peak) | (np.isnan(real) & np.isnan(peak))
+  fill = -np.inf if function.lower() == "max" else np.inf
+  out = np.empty(peak.shape, x.dtype)
+  out.real = peak
+  out.imag = ref_extreme(np.where(tie, imag, imag.dtype.type(fill)), function, axes)
+  return out
 
 
 # --------------------------------------------------------------------------- #

@@ -166,6 +166,11 @@ def test_the_full_matrix_is_as_wide_as_the_issue_asks() -> None:
     assert any(re.search(pattern, n) for n in names), pattern
   assert any(n.startswith("sampling sample f32 8x128256") for n in names)
   assert any(n.startswith("sampling top_p_mask f32 64x32000") for n in names)
+  # JAX's input kinds the functional path takes as jnp does (widened sums, bool, complex, rank 0, size 0).
+  for kind in ("SUM int8", "SUM bool", "AVERAGE int32", "MAX bool", "SUM c64", "MAX c64", "LOG_SUM_EXP c64"):
+    assert any(n.startswith(f"reduce {kind} ") and n.endswith("(jnp's types)") for n in names), kind
+  for kind in ("(rank 0)", "(size 0)"):
+    assert sum(n.endswith(kind) for n in names) >= 2, kind
   for r in rows:
     assert r.native in r.workload.jax, r.name
     if r.size == "large" and r.operator not in ("one_hot", "sampling"):
@@ -174,8 +179,9 @@ def test_the_full_matrix_is_as_wide_as_the_issue_asks() -> None:
         f" {shape[0]}x{shape[1]} " in r.name
         and np.dtype(matrix_rows.DTYPES[r.dtype]).itemsize * np.prod(shape) >= 4 << 20
       )
-    # Only the integer and index outputs have no gradient row.
-    differentiable = r.dtype not in ("int32", "int8") and r.operator in ("reduce", "top_k", "gather_nd", "A/A")
+    # Only the integer, bool, complex and index outputs have no gradient row.
+    floating = r.dtype in (*matrix_rows.FLOATS, "f64")
+    differentiable = floating and r.operator in ("reduce", "top_k", "gather_nd", "A/A")
     differentiable = differentiable and not (r.function or "").startswith("ARG")
     assert r.workload.grad == differentiable or r.operator == "one_hot", r.name
 
@@ -217,4 +223,5 @@ def test_the_compiled_harness_takes_the_matrix_reduce_one_hot_and_gather_rows() 
     if r.operator != "reduce":
       assert case.row is None
     else:
-      assert case.row == {"first": shape[0], "all": int(np.prod(shape))}.get(r.axis, shape[-1]), r.name
+      reduced = int(np.prod(shape)) if r.axis == "all" else shape[0] if r.axis == "first" else shape[-1]
+      assert case.row == reduced, r.name

@@ -7,9 +7,8 @@
   tests run an entry point and read what it writes, or use the harness and the workload tables;
 * every documented entry point answers ``--help``.
 
-The import graph is read from the source (every ``import``/``from`` naming a ``benchmarks`` module, in a
-function or not; imports under ``if TYPE_CHECKING:`` are for annotations only and do not run), and every
-module is imported once, in a fresh process, so a module that no longer imports is caught here too.
+The import graph is read from the source (tests/import_graph.py: every import, in a function or not, as it runs),
+and every module is imported once, in a fresh process, so a module that no longer imports is caught here too.
 """
 
 from __future__ import annotations
@@ -21,87 +20,29 @@ import sys
 from collections.abc import Collection
 from pathlib import Path
 
+import import_graph
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "benchmarks"
 
 
-def _module_name(path: Path) -> str:
-  parts = path.relative_to(ROOT).with_suffix("").parts
-  return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
-
-
-def _type_checking_only(node: ast.If) -> bool:
-  test = node.test
-  return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-    isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-  )
+MODULES = import_graph.modules(ROOT, "benchmarks")
 
 
 def _imported(tree: ast.AST, modules: Collection[str] = MODULES) -> set[str]:
-  """The ``benchmarks`` modules an import in ``tree`` runs (``from pkg import name``: ``pkg.name`` too, if a module)."""
-  found: set[str] = set()
-
-  def visit(node: ast.AST) -> None:
-    if isinstance(node, ast.If) and _type_checking_only(node):
-      for child in node.orelse:
-        visit(child)
-      return
-    if isinstance(node, ast.Import):
-      found.update(alias.name for alias in node.names)
-    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-      found.add(node.module)
-      found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    for child in ast.iter_child_nodes(node):
-      visit(child)
-
-  visit(tree)
-  return {name for name in found if name in modules}
+  return import_graph.imported(tree, modules)
 
 
-def _graph() -> dict[str, set[str]]:
-  return {name: _imported(ast.parse(path.read_text())) - {name} for name, path in MODULES.items()}
-
-
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-  """One import cycle of ``graph`` (its modules in order, the first repeated at the end), or ``None``."""
-  state: dict[str, str] = {}
-  stack: list[str] = []
-
-  def visit(name: str) -> list[str] | None:
-    state[name] = "open"
-    stack.append(name)
-    for other in sorted(graph[name]):
-      if state.get(other) == "open":
-        return [*stack[stack.index(other) :], other]
-      if other not in state and (found := visit(other)):
-        return found
-    stack.pop()
-    state[name] = "done"
-    return None
-
-  for name in sorted(graph):
-    if name not in state and (found := visit(name)):
-      return found
-  return None
-
-
-def test_the_cycle_finder_finds_a_cycle() -> None:
-  assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
-  assert _cycle({"a": {"b"}, "b": set()}) is None
+def test_the_reader_skips_annotation_only_imports() -> None:
   lines = ["from typing import TYPE_CHECKING", "if TYPE_CHECKING:", "  import benchmarks.cpu.run", "def f():"]
   source = "\n".join([*lines, "  import benchmarks.harness.timing", ""])
   assert _imported(ast.parse(source)) == {"benchmarks.harness.timing"}
 
 
 def test_the_benchmark_package_has_no_import_cycle() -> None:
-  graph = _graph()
+  graph = import_graph.graph(MODULES)
   assert graph["benchmarks.cpu.workloads"] >= {"benchmarks.cpu.workloads_small", "benchmarks.cpu.workloads_gather"}
-  cycle = _cycle(graph)
+  cycle = import_graph.cycle(graph)
   assert cycle is None, f"import cycle in the benchmark package: {' -> '.join(cycle or [])}"
 
 
@@ -177,6 +118,8 @@ ENTRY_POINTS = (
   "benchmarks.compiled.gpu_selection",
   "benchmarks.compiled.sharded_top_k",
   "benchmarks.sampling.bench",
+  "benchmarks.sampling.surface",
+  "benchmarks.sampling.compiled",
   "benchmarks.device.check",
   "benchmarks.device.bench",
 )

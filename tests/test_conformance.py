@@ -32,6 +32,7 @@ from _helpers import (
   WIDE_TYPES,
   assert_bitwise_equal,
   desc_of,
+  long_profile,
   one_hot_dml_layout,
   ties,
   x64,
@@ -40,9 +41,10 @@ from _helpers import (
 import dmljax as dml
 
 MAX_ELEMENTS = 256
-# Drawn configurations per operator and type (each compiled once, run on several data sets);
-# DMLJAX_CONFORMANCE_CASES=40 gives a deeper (slower) run.
-CASES_PER_TYPE = int(os.environ.get("DMLJAX_CONFORMANCE_CASES", "6"))
+# Drawn configurations per operator and type (each compiled once, run on several data sets): 3 by default, 30 in the
+# long profile (every test here is ``deep``); DMLJAX_CONFORMANCE_CASES=N sets another count.
+pytestmark = pytest.mark.deep
+CASES_PER_TYPE = int(os.environ.get("DMLJAX_CONFORMANCE_CASES", "30" if long_profile() else "3"))
 # A different DMLJAX_CONFORMANCE_SEED draws a different (equally fixed) sample.
 SEED = int(os.environ.get("DMLJAX_CONFORMANCE_SEED", "0"))
 DIRECTIONS = ("increasing", "decreasing")

@@ -151,6 +151,7 @@ def _check_selection(dtype: np.dtype, direction: str, seed: int) -> None:
       assert_bitwise_equal(values, want_values, f"{dtype} {shape} k={k} {direction} values")
 
 
+@pytest.mark.sample(0)  # every value of each parameter once by default; the whole product with -m long
 @needs_kernel
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @pytest.mark.parametrize("dtype", NARROW, ids=str)

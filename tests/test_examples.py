@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from _helpers import EXAMPLES, load_example
+from _helpers import EXAMPLES, load_example, peer
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -28,6 +28,7 @@ def check_picture(result: dict, path: pathlib.Path) -> None:
 
 
 def test_digits_classifier(tmp_path):
+  peer("sklearn")  # the example's data set
   example = load("digits_classifier")
   result = example.main(fast=True, out_dir=tmp_path)
   # The reduced settings must clear the full program's bar: 95% test accuracy.
@@ -38,6 +39,7 @@ def test_digits_classifier(tmp_path):
 
 
 def test_digits_cross_entropy_matches_a_numpy_log_softmax():
+  peer("sklearn")
   example = load("digits_classifier")
   rng = np.random.default_rng(0)
   logits = rng.normal(size=(6, 10)).astype(np.float32) * 5
@@ -90,6 +92,8 @@ def test_sharded_decoding(monkeypatch):
 
 @pytest.mark.parametrize("name", ["digits_classifier", "knn_point_clouds", "moe_layer", "lm_decoding"])
 def test_examples_skip_only_the_picture_without_matplotlib(name, tmp_path, monkeypatch):
+  if name == "digits_classifier":
+    peer("sklearn")
   example = load(name)
   monkeypatch.setitem(sys.modules, "matplotlib", None)
   path = tmp_path / "picture.png"

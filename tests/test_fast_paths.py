@@ -64,6 +64,7 @@ _TOP_K_CASES = [
 ]
 
 
+@pytest.mark.sample(0)  # every value of each parameter once by default; the whole product with -m long
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.int32, np.uint32, np.int8])
 @pytest.mark.parametrize("direction", ["decreasing", "increasing"])
 def test_top_k_fast_paths_match_reference(dtype: type, direction: str) -> None:

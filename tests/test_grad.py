@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -61,24 +60,26 @@ def reduce_input(function: F, dtype: str, seed: int) -> jax.Array:
 
 # ----------------------------------------------------------------------------------------------------------------- #
 # Point 1: check_grads, order 2, forward and reverse, float64 and float32, functional and descriptor paths.
-# By default every (function, axes kind) pair is checked once per path and dtype in rotation: float64 takes kind i,
-# float32 kind i + 1 and the descriptor path kind i + 2, so together they cover one, several and all axes for every
-# function within the suite's time budget. DMLJAX_FULL_GRAD=1 checks the whole product (about three times longer).
+# The default run checks every function once, in rotation: function i on the functional path in float64 on axes
+# kind i where i is even, on the descriptor path in float32 on kind i + 2 where i is odd, so that both paths, both
+# types and one, several and all axes are covered. The long profile (-m long) checks the rest of the product: every
+# (function, axes kind) pair on both paths, the functional path in float32 too.
 # ----------------------------------------------------------------------------------------------------------------- #
 
-FULL = os.environ.get("DMLJAX_FULL_GRAD") == "1"
 
-
-def _rotation(offset: int) -> list[tuple[F, str]]:
+def _rotation(offset: int, *extra: str, parity: int | None = None) -> list[Any]:
+  """Every (function, axes kind) pair: the rotation's (of the functions of ``parity``) in the default run, the
+  others in the long profile."""
   return [
-    (f, kind)
+    pytest.param(f, kind, *extra, marks=() if j == (i + offset) % 3 and i % 2 == parity else pytest.mark.long)
     for i, f in enumerate(VALUE_FUNCTIONS)
     for j, kind in enumerate(AXIS_KINDS)
-    if FULL or j == (i + offset) % 3
   ]
 
 
-REDUCE_CASES = [(f, kind, "float64") for f, kind in _rotation(0)] + [(f, kind, "float32") for f, kind in _rotation(1)]
+REDUCE_CASES = _rotation(0, "float64", parity=0) + [
+  pytest.param(*p.values, marks=pytest.mark.long) for p in _rotation(1, "float32")
+]
 
 
 @pytest.mark.parametrize(("function", "kind", "dtype"), REDUCE_CASES, ids=lambda v: getattr(v, "name", v))
@@ -88,7 +89,7 @@ def test_reduce_check_grads(function: F, kind: str, dtype: str) -> None:
     check(jax.jit(lambda v: dml.reduce(v, function, AXES[kind])), (x,), dtype)
 
 
-@pytest.mark.parametrize(("function", "kind"), _rotation(2), ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize(("function", "kind"), _rotation(2, parity=1), ids=lambda v: getattr(v, "name", v))
 def test_reduce_check_grads_descriptor(function: F, kind: str) -> None:
   axes = AXES[kind]
   f32 = dml.DataType.FLOAT32

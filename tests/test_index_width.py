@@ -193,7 +193,14 @@ def test_one_hot_descriptor_depth_beyond_int32_needs_x64() -> None:
 @pytest.fixture
 def wide_paths(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
   """Sends every call through the code huge shapes take, and keeps those traces out of other tests."""
-  jitted = (top_k._top_k, arg_reduce.arg_extreme, reduce._reduce)
+  jitted = (
+    top_k._top_k_program,
+    top_k._top_k,
+    arg_reduce.arg_program,
+    arg_reduce.arg_extreme,
+    reduce._program,
+    reduce._reduce,
+  )
   for f in jitted:
     f.clear_cache()
   monkeypatch.setattr(sort, "LAX_TOP_K_LARGEST_INDEX", 2)

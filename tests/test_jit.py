@@ -30,7 +30,7 @@ def T(name: str, *sizes: int) -> dml.TensorDesc:
 
 # name -> (function of arrays, its arrays, the implementation's inner jitted function)
 CASES: dict[str, tuple[Callable[..., Any], tuple[np.ndarray, ...], Any]] = {
-  "top_k": (lambda x: dml.top_k(x, 3, axis=1, direction="increasing"), (X,), top_k._top_k),
+  "top_k": (lambda x: dml.top_k(x, 3, axis=1, direction="increasing"), (X,), top_k._top_k_program),
   "TOP_K1": (
     lambda x: dml.execute(
       dml.TopK1Desc(
@@ -39,24 +39,24 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[np.ndarray, ...], Any]] = {
       x,
     ),
     (X,),
-    top_k._top_k,
+    top_k._top_k_program,
   ),
   "TOP_K": (
     lambda x: dml.execute(dml.TopKDesc(T("FLOAT32", 3, 4, 5), T("FLOAT32", 1, 4, 5), T("UINT32", 1, 4, 5), 0, 1), x),
     (X,),
-    top_k._top_k,
+    top_k._top_k_program,
   ),
-  "argmin": (lambda x: dml.argmin(x, (0, 2), ties="last"), (X,), arg_reduce.arg_extreme),
-  "argmax": (lambda x: dml.argmax(x, 1, keepdims=False), (X,), arg_reduce.arg_extreme),
+  "argmin": (lambda x: dml.argmin(x, (0, 2), ties="last"), (X,), arg_reduce.arg_program),
+  "argmax": (lambda x: dml.argmax(x, 1, keepdims=False), (X,), arg_reduce.arg_program),
   "ARGMIN": (
     lambda x: dml.execute(dml.ArgMinDesc(T("FLOAT32", 3, 4, 5), T("INT32", 3, 1, 1), (2, 1), 0), x),
     (X,),
-    arg_reduce.arg_extreme,
+    arg_reduce.arg_program,
   ),
   "ARGMAX": (
     lambda x: dml.execute(dml.ArgMaxDesc(T("FLOAT32", 3, 4, 5), T("UINT32", 1, 4, 5), (0,), 1), x),
     (X,),
-    arg_reduce.arg_extreme,
+    arg_reduce.arg_program,
   ),
   "gather_nd": (lambda x, i: dml.gather_nd(x, i, batch_dims=1), (GATHER_X, GATHER_I), gather_nd._gather_nd),
   "GATHER_ND1": (
@@ -85,10 +85,10 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[np.ndarray, ...], Any]] = {
 for _function in dml.ReduceFunction:
   _name = _function.name.lower()
   _data = np.abs(X) + 0.5 if _function == dml.ReduceFunction.LOG_SUM else X
-  CASES[f"reduce_{_name}"] = (lambda x, f=_name: dml.reduce(x, f, (0, 2)), (_data,), reduce._reduce)
+  CASES[f"reduce_{_name}"] = (lambda x, f=_name: dml.reduce(x, f, (0, 2)), (_data,), reduce._program)
   _out = "UINT32" if _name.startswith("arg") else "FLOAT32"
   _desc = dml.ReduceDesc(_function, T("FLOAT32", 3, 4, 5), T(_out, 3, 1, 5), (1,))
-  CASES[f"REDUCE_{_function.name}"] = (lambda x, d=_desc: dml.execute(d, x), (_data,), reduce._reduce)
+  CASES[f"REDUCE_{_function.name}"] = (lambda x, d=_desc: dml.execute(d, x), (_data,), reduce._program)
 
 
 def _leaves(tree: Any) -> list[np.ndarray]:
@@ -173,14 +173,14 @@ def test_value_reductions_share_one_compilation_across_paths_and_index_dtypes():
   """index_dtype only matters to ARGMAX/ARGMIN: SUM through either path and any index_dtype compiles once."""
   x = RNG.standard_normal((2, 7)).astype(np.float32)
   want = dml.reduce(x, "sum", 1, keepdims=True)
-  size = reduce._reduce._cache_size()
+  size = reduce._program._cache_size()
   desc = dml.ReduceDesc(dml.ReduceFunction.SUM, T("FLOAT32", 2, 7), T("FLOAT32", 2, 1), (1,))
   results = [
     dml.reduce(x, "sum", 1, keepdims=True, index_dtype=np.uint32),
     dml.reduce(x, "sum", (-1,), keepdims=True),
     dml.execute(desc, x),
   ]
-  assert reduce._reduce._cache_size() == size
+  assert reduce._program._cache_size() == size
   for got in results:
     assert_bitwise_equal(got, want, "sum")
   # The default keepdims=False (a compilation of its own) gives the same sums without the size-1 axis.

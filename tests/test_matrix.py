@@ -9,8 +9,8 @@ from a fixed seed, with shapes that select the path, names the call, the NumPy e
 ``TRANSFORMS`` are the columns: plain call, ``jit``, ``vmap`` batched on each argument,
 ``grad``/``jvp`` (``check_grads``, second order, forward and reverse, on value outputs), sharding
 along the operated axis and along another axis on automatic and on explicit mesh axes, and a
-``jax.export`` round trip. The product is sampled with a fixed seed to keep the file fast;
-``DMLJAX_MATRIX=full`` runs all of it.
+``jax.export`` round trip. The default run takes a fixed-seed sample of the product (every row plain and every
+column at least twice); the long profile (``-m long``) runs the other cells.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import os
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -633,7 +632,7 @@ def _applies(row: Path, column: str) -> bool:
 
 # Sampling: every row runs plain (its expectation) and, with the path check, its trace; of the other cells
 # a fixed-seed sample, drawn so that every row and every column is present, plus the cells that once failed.
-_SAMPLE = 0.5
+_SAMPLE = 0.1
 _ALWAYS = {
   # The non-CPU branch on automatic axes: the selection in device-count chunks (TPUs cannot run custom_partitioning).
   ("top_k/default_int_keys", "auto_op"),
@@ -645,20 +644,23 @@ _ALWAYS = {
 }
 
 
-def _cells() -> list[tuple[Path, str]]:
-  cells = [(row, column) for row in PATHS for column in TRANSFORMS if _applies(row, column)]
-  if os.environ.get("DMLJAX_MATRIX") == "full":
-    return cells
+def _sample(cells: list[tuple[Path, str]]) -> list[bool]:
+  """Which cells the default run takes (the others are the long profile's)."""
   rng = np.random.default_rng(20261123)
   keep = [column == "plain" or (row.id, column) in _ALWAYS or rng.random() < _SAMPLE for row, column in cells]
   for column in TRANSFORMS:  # every column at least twice
     missing = [n for n, (_, c) in enumerate(cells) if c == column and not keep[n]]
     while sum(keep[n] for n, (_, c) in enumerate(cells) if c == column) < 2 and missing:
       keep[missing.pop(int(rng.integers(len(missing))))] = True
-  return [cell for cell, k in zip(cells, keep, strict=True) if k]
+  return keep
 
 
-CELLS = _cells()
+ALL_CELLS = [(row, column) for row in PATHS for column in TRANSFORMS if _applies(row, column)]
+CELLS = [cell for cell, k in zip(ALL_CELLS, _sample(ALL_CELLS), strict=True) if k]
+_PARAMS = [
+  pytest.param(row, column, id=f"{row.id}-{column}", marks=() if k else pytest.mark.long)
+  for (row, column), k in zip(ALL_CELLS, _sample(ALL_CELLS), strict=True)
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -667,7 +669,7 @@ def _platform_choice_restored() -> Iterator[None]:
   platform.force(None)
 
 
-@pytest.mark.parametrize(("row", "column"), CELLS, ids=[f"{row.id}-{column}" for row, column in CELLS])
+@pytest.mark.parametrize(("row", "column"), _PARAMS)
 def test_matrix(row: Path, column: str) -> None:
   # A row's calls are its own functions, traced only under its branch; dmljax's jitted entry points take the
   # choice as a static argument, so nothing traced under another branch is reused.

@@ -6,6 +6,9 @@
 across the two processes; the outputs equal this process's one-device run bit for bit (sums of exponentials
 to a few ulps), and the selections move only candidates between devices, as in one process
 (tests/test_sharding.py, ``test_only_candidates_cross_devices``).
+
+Every operator in two processes is a wide product: the long profile runs it (``-m long``); the default run's
+two-process check is ``examples/sharded_decoding.py`` (tests/test_examples.py).
 """
 
 import json
@@ -18,6 +21,7 @@ import numpy as np
 import pytest
 from _helpers import assert_bitwise_equal, load_example
 
+pytestmark = pytest.mark.long
 TESTS = pathlib.Path(__file__).resolve().parent
 cluster = load_example("local_cluster")
 

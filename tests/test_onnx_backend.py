@@ -19,12 +19,13 @@ import unittest
 import warnings
 
 import jax
-import onnx
-import onnx.backend.test
 import pytest
-from onnx.backend.test.loader import load_model_tests
+from _helpers import peer
 
 import dmljax.onnx as donnx
+
+onnx = peer("onnx")
+load_model_tests = peer("onnx.backend.test.loader").load_model_tests
 
 _OPERATORS = (
   r"^test_(top_k|argmax|argmin|gathernd|gather_(0|1|2d_indices|negative_indices)_"

@@ -4,10 +4,14 @@ Runtime and a plain-JAX rewrite."""
 import importlib.util
 import pathlib
 
+from _helpers import peer
+
 EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "examples" / "onnx_routing.py"
 
 
 def test_onnx_routing_example():
+  peer("onnx")
+  peer("onnxruntime")  # the example compares with ONNX Runtime
   spec = importlib.util.spec_from_file_location("examples_onnx_routing", EXAMPLE)
   assert spec is not None and spec.loader is not None
   module = importlib.util.module_from_spec(spec)
@@ -21,6 +25,7 @@ def test_onnx_routing_example():
 
 def test_onnx_overhead_benchmark_smoke():
   """benchmarks/peers/onnx_overhead.py on a tiny workload: same optimized XLA program, same outputs, a finite ratio."""
+  peer("onnx")
   path = EXAMPLE.parent.parent / "benchmarks" / "peers" / "onnx_overhead.py"
   spec = importlib.util.spec_from_file_location("benchmarks_onnx_overhead", path)
   assert spec is not None and spec.loader is not None

@@ -19,14 +19,16 @@ from typing import Any
 
 import jax
 import numpy as np
-import onnx
 import pytest
+from _helpers import peer
 from hypothesis import given
 from hypothesis import strategies as st
-from onnx import TensorProto, helper
 
 import dmljax as dml
 import dmljax.onnx as donnx
+
+onnx = peer("onnx")
+TensorProto, helper = onnx.TensorProto, onnx.helper
 
 F32, I64 = TensorProto.FLOAT, TensorProto.INT64
 BOUND_S = 20.0  # generous: the machine is shared; each case takes well under a second alone

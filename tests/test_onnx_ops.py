@@ -6,13 +6,15 @@ import re
 import jax
 import jax.numpy as jnp
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
+from _helpers import peer
 
 import dmljax as dml
 import dmljax.onnx as donnx
+
+onnx = peer("onnx")
+TensorProto, helper = onnx.TensorProto, onnx.helper
+ReferenceEvaluator = peer("onnx.reference").ReferenceEvaluator
 
 F32, I64 = TensorProto.FLOAT, TensorProto.INT64
 

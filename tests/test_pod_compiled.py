@@ -76,3 +76,17 @@ def test_native_top_k_is_refused_on_explicit_axes(report: dict[str, Any]) -> Non
   rows = {r["axes"]: r for r in _rows(report, "decode top_k", "jax.lax.top_k")}
   assert "ShardingTypeError" in rows["explicit"]["error"], rows
   assert "error" not in rows["automatic"], rows
+
+
+def test_automatic_top_k_is_xla_s_partitioned_top_k_on_exact_keys(report: dict[str, Any]) -> None:
+  """On automatic axes dmljax's keys go to XLA's own TopK, which XLA partitions as it does native top-k's: where no
+  selected value must be read from the input (no zero, NaN or subnormal selected), within 1.1x the estimate of native
+  top_k whose indices are used, and only candidates cross chips; the read (a conditional) is estimated apart."""
+  from benchmarks.compiled import pod as pod_compiled
+
+  native = {r["axes"]: r for r in _rows(report, "decode top_k", pod_compiled.INDICES_USED)}["automatic"]
+  row = {r["axes"]: r for r in _rows(report, "decode top_k", "dmljax")}["automatic"]
+  assert row["conditional"] and row["baseline"] == pod_compiled.INDICES_USED, row
+  assert row["estimate_us"] <= 1.1 * native["estimate_us"], (row, native)
+  assert row["result_bytes"] <= row["bound_bytes"], row
+  assert row["work_estimate_us"] is not None and row["work_estimate_us"] > row["estimate_us"], row

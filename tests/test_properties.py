@@ -12,7 +12,7 @@ reference on the input either as given or with subnormals flushed to zero, and
 returned values must be bit-exact copies of input elements either way; the
 arithmetic reductions compare with subnormals flushed on both sides.
 
-``DMLJAX_HYPOTHESIS_PROFILE=long`` runs 25 times as many examples (see conftest).
+The long profile (``-m long``) runs 1,250 random examples a test instead of 10 derandomized ones (see conftest).
 """
 
 from __future__ import annotations

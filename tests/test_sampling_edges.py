@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import sampling_reference as ref
 from _helpers import assert_bitwise_equal
+from scipy import stats
 
 import dmljax as dml
 
@@ -155,3 +156,18 @@ def test_top_p_refuses_rows_past_its_exact_sums_at_trace_time() -> None:
   with pytest.raises(dml.DescriptorError, match="at most 2\\*\\*29"):
     jax.eval_shape(lambda x: S.sample(jax.random.key(0), x, top_p=0.9), long_rows)
   assert jax.eval_shape(lambda x: S.top_k_mask(x, 5), long_rows).shape == long_rows.shape
+
+
+def test_an_infinite_temperature_draws_uniformly_among_finite_kept_entries() -> None:
+  """Temperature +inf: every finite entry weighs 1, a -inf entry 0 and NaN is never drawn; with top_k=3 the draw is
+  uniform over the three largest finite entries only."""
+  row = np.array([0.0, 1.0, -np.inf, 2.0, np.nan, -3.0], np.float32)
+  logits = np.tile(row, (4000, 1))
+  key = jax.random.key(8)
+  tokens = np.asarray(S.sample(key, logits, temperature=np.inf))
+  counts = np.bincount(tokens, minlength=6)
+  assert counts[2] == 0 and counts[4] == 0, counts
+  finite = counts[[0, 1, 3, 5]]
+  assert stats.chisquare(finite).pvalue > 1e-4, finite
+  top3 = np.bincount(np.asarray(S.sample(key, logits, temperature=np.inf, top_k=3)), minlength=6)
+  assert top3[[2, 4, 5]].sum() == 0 and stats.chisquare(top3[[0, 1, 3]]).pvalue > 1e-4, top3

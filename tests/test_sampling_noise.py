@@ -129,6 +129,7 @@ def test_draws_are_independent_across_structured_keys() -> None:
   assert chi_square < 225 + 6 * np.sqrt(2 * 225)
 
 
+@pytest.mark.long  # 3.4e9 noise values: about 40 s on 2 cores
 def test_a_tail_of_tiny_weights_is_drawn_as_often_as_its_probability() -> None:
   """One token of logit 0 and 2**20 tokens of logit -26 log 2 (each 2**-26 of the top): the tail holds
   2**-6 / (1 + 2**-6) of the probability, 49.2 of 3,200 draws (standard deviation 7). With 23-bit uniforms

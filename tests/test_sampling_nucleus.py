@@ -54,7 +54,9 @@ def test_long_tails_count(length: int, tail: float, ps: tuple[float, ...]) -> No
   assert kept[0] > 1000  # the tail counts: not the one large entry alone
 
 
-@pytest.mark.parametrize("length", [2**19 - 3, 524400, 2**20, 256000, 2**21])
+@pytest.mark.parametrize(
+  "length", [2**19 - 3, 256000, *(pytest.param(n, marks=pytest.mark.long) for n in (524400, 2**20, 2**21))]
+)
 def test_near_uniform_rows_past_two_to_the_nineteen(length: int) -> None:
   logits = np.stack(
     [

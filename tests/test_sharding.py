@@ -133,6 +133,7 @@ def _assert_batch_sharded(out: Any, dim: int | None) -> None:
     assert spec[dim] == "b", leaf.sharding
 
 
+@pytest.mark.sample(0)  # every value of each parameter once by default; the whole product with -m long
 @pytest.mark.parametrize("kind", ["auto", "explicit"])
 @pytest.mark.parametrize(("name", "fn", "args", "specs", "batch_dim"), CASES, ids=[c[0] for c in CASES])
 def test_sharded_equals_unsharded(
@@ -196,6 +197,7 @@ def test_chunked_selection_on_automatic_axes(
   assert chunk_counts == [8]
 
 
+@pytest.mark.sample(0)  # every value of each parameter once by default; the whole product with -m long
 @pytest.mark.parametrize("descending", [True, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 def test_chunked_selection_equals_the_whole_sequence_selection(dtype: Any, descending: bool) -> None:

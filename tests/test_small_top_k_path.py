@@ -30,6 +30,7 @@ _STAGED = [((16, 4096), 8, -1), ((256, 64), 2, -1)]
 _UNSTAGED = [((512, 64), 4, -1)]
 
 
+@pytest.mark.sample(0)  # every value of each parameter once by default; the whole product with -m long
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
 @pytest.mark.parametrize("direction", ["decreasing", "increasing"])
 def test_small_float_top_k_matches_reference(dtype: type, direction: str) -> None:

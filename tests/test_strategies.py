@@ -155,7 +155,7 @@ def test_a_new_choice_retraces_the_library_and_clears_no_cache() -> None:
   unrelated = jax.jit(lambda a: a * 2)
   unrelated(x)
   cached = unrelated._cache_size()
-  before = top_k._top_k._cache_size()
+  before = top_k._top_k_program._cache_size()
   found = {}
   with platform.forced("default"):
     for name in ("sorted_keys", "cpu_extracted", "sorted_keys"):
@@ -163,7 +163,7 @@ def test_a_new_choice_retraces_the_library_and_clears_no_cache() -> None:
         found[name] = "chlo.top_k" in _ops(lambda x: dml.top_k(x, 3), x)
         np.testing.assert_array_equal(np.asarray(dml.top_k(x, 3)[1]), [[11, 10, 9], [11, 10, 9]])
   assert found == {"sorted_keys": True, "cpu_extracted": False}
-  assert top_k._top_k._cache_size() == before + 2  # one program per choice, the third call reused the first
+  assert top_k._top_k_program._cache_size() == before + 2  # one program per choice, the third call reused the first
   assert unrelated._cache_size() == cached
 
 

@@ -1,8 +1,9 @@
 """top_k on automatic mesh axes, compiled (not run) for a TPU slice: benchmarks/compiled/tpu_automatic_mesh.py.
 
 Runs where libtpu is installed (``pip install "jax[tpu]"`` at jax's version: no TPU needed), and is skipped
-elsewhere. XLA cannot call custom_partitioning's Python rule on TPUs, so there dmljax selects in
-device-count chunks; this compiles that for 8 chips of a v5e and checks that only candidates cross chips.
+elsewhere. XLA cannot call custom_partitioning's Python rule on TPUs, so there dmljax gives a matrix's exact keys
+to XLA's own TopK, which XLA partitions (and selects other arrays in device-count chunks); this compiles that
+for 8 chips of a v5e and checks that only candidates cross chips.
 The script runs in a process of its own, as libtpu's settings are read from the environment when it loads.
 """
 
@@ -46,7 +47,10 @@ def test_selection_compiles_for_a_tpu_slice_and_moves_only_candidates(report: di
   assert "error" not in program, program
   # 8 chips, 64 rows: a shard is 64 x 4096 x 4 bytes = 1 MiB; the candidates are at most 8 x 8 x 64 x 8 bytes.
   candidates = 8 * 8 * 64 * (4 + 4)
-  assert 0 < program["bytes"] <= candidates < report["shard_bytes"], program
+  # top_k on automatic axes reads a selected value from the input only where its key merged several (a zero, a
+  # NaN): that branch of its conditional all-reduces the k selected values of every row, 64 x 8 x 4 bytes.
+  read = 64 * 8 * 4 if (kind, name) == ("automatic", "dml.top_k") else 0
+  assert 0 < program["bytes"] <= candidates + read < report["shard_bytes"], program
 
 
 def test_the_report_shows_why_custom_partitioning_cannot_serve_tpus(report: dict) -> None:

@@ -199,6 +199,7 @@ def _check_selection(x: np.ndarray, k: int, direction: str, values: Any, indices
     np.testing.assert_array_equal(bits(values), bits(want_values), err_msg=direction)
 
 
+@pytest.mark.sample(0)  # every value of each parameter once by default; the whole product with -m long
 @pytest.mark.parametrize("dtype", SELECTION_TYPES, ids=str)
 @pytest.mark.parametrize(("shape", "k"), SELECTION_CASES, ids=lambda c: str(c))
 def test_the_tpu_strategy_is_exact(dtype: np.dtype, shape: tuple[int, ...], k: int) -> None:
@@ -209,19 +210,31 @@ def test_the_tpu_strategy_is_exact(dtype: np.dtype, shape: tuple[int, ...], k: i
       _check_selection(x, k, direction, values, indices)
 
 
-def test_a_program_split_by_xla_selects_without_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-  """Mosaic kernels cannot be partitioned by XLA: on automatic mesh axes the kernel runs only inside the chunks'
-  manual selection (a shard_map over the program's devices), and the merge, which XLA partitions, reads its
-  values with an XLA gather; exact."""
+@pytest.mark.parametrize("spec", [P("d"), P(None, "d")], ids=["rows split", "sequence split"])
+def test_a_program_split_by_xla_selects_without_the_kernel(monkeypatch: pytest.MonkeyPatch, spec: P) -> None:
+  """Mosaic kernels cannot be partitioned by XLA: on automatic mesh axes a matrix's keys go whole to XLA's TopK,
+  which XLA partitions, and the values the keys cannot give back are gathered by XLA, only where selected (a
+  ``lax.cond``: here zeros and NaNs are selected, and then none); a rank-3 array is selected in chunks, whose
+  selections run the kernel inside a shard_map over the program's devices. Exact."""
   reached = spy_on(((tpu_kernel, "_one_device"), (tpu_kernel, "_partitioned")), monkeypatch)
-  x = _selection_input(np.dtype(np.float32), (8, 512), seed=174)
   mesh = jax.make_mesh((4,), ("d",), axis_types=(AxisType.Auto,), devices=jax.devices()[:4])
+  specials = _selection_input(np.dtype(np.float32), (8, 512), seed=174)
+  plain = np.random.default_rng(176).standard_normal((8, 512)).astype(np.float32) + np.float32(8)  # no zero or NaN
   with platform.choosing(branch="tpu", top_k="tpu_kernel"):
-    split = jax.jit(lambda x: dml.top_k(x, 6, index_dtype=jnp.int32), in_shardings=NamedSharding(mesh, P("d")))
-    _check_selection(x, 6, "decreasing", *split(x))
+    split = jax.jit(lambda x: dml.top_k(x, 6, index_dtype=jnp.int32), in_shardings=NamedSharding(mesh, spec))
+    for x in (specials, plain):
+      _check_selection(x, 6, "decreasing", *split(x))
+    assert set(reached) == {"_partitioned"}, reached
+    reached.clear()
+    cube = specials.reshape(2, 4, 512)
+    three = jax.jit(
+      lambda x: dml.top_k(x, 6, index_dtype=jnp.int32), in_shardings=NamedSharding(mesh, P(None, None, "d"))
+    )
+    values, indices = three(cube)
+    _check_selection(specials, 6, "decreasing", np.asarray(values).reshape(8, 6), np.asarray(indices).reshape(8, 6))
     assert set(reached) == {"_one_device", "_partitioned"}, reached
     reached.clear()
-    _check_selection(x, 6, "decreasing", *jax.jit(lambda x: dml.top_k(x, 6, index_dtype=jnp.int32))(x))
+    _check_selection(specials, 6, "decreasing", *jax.jit(lambda x: dml.top_k(x, 6, index_dtype=jnp.int32))(specials))
   assert set(reached) == {"_one_device"}, reached
 
 

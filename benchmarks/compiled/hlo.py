@@ -3,7 +3,10 @@
 Only what the harness needs: every instruction's name, opcode, result shape, operands and attribute text,
 grouped by computation, with the byte size of any shape. Shapes print as ``f32[64,131072]{1,0}``, tuples
 as ``(f32[64,8]{1,0}, s32[64,8]{1,0})``; TPU layouts add tiling (``{1,0:T(8,128)S(1)}``), which the byte
-sizes ignore (they count the logical elements).
+sizes ignore (they count the logical elements). An instruction's ``stack_frame_id`` names the Python line that made
+it, through the module's ``FileNames``, ``FunctionNames``, ``FileLocations`` and ``StackFrames`` tables
+(:meth:`Module.source`); the TPU compiler's final HLO (``after_codegen``) also gives each operation XLA's
+``estimated_cycles`` (:meth:`Instruction.estimated_cycles`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ _HEADER = re.compile(r"^(ENTRY\s+)?%?([\w.\-$]+)\s+\(.*\)\s+->\s+.*\{\s*$")
 _INSTRUCTION = re.compile(r"^\s+(ROOT\s+)?%([\w.\-$]+)\s+=\s+(.*)$")
 _OPCODE = re.compile(r"([\w\-]+)\(")
 _NAME = re.compile(r"%([\w.\-$]+)")
+_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+_LOCATION = re.compile(r"^(\d+) \{file_name_id=(\d+) function_name_id=(\d+) line=(\d+)")
+_FRAME = re.compile(r"^(\d+) \{file_location_id=(\d+)")
 
 
 def element_bits(dtype: str) -> int:
@@ -127,6 +133,16 @@ class Instruction:
     value = self.attribute("custom_call_target")
     return value.strip('"') if value else None
 
+  @property
+  def stack_frame_id(self) -> int | None:
+    found = re.search(r"\bstack_frame_id=(\d+)", self.attributes)
+    return int(found.group(1)) if found else None
+
+  def estimated_cycles(self) -> int | None:
+    """The TPU compiler's own estimate of this operation, in core clock cycles (``after_codegen`` HLO only)."""
+    found = re.search(r'"estimated_cycles":"(\d+)"', self.attributes)
+    return int(found.group(1)) if found else None
+
   def reification_cost(self) -> dict[str, float] | None:
     """XLA's own GPU performance-model estimate of this fusion (``xla_gpu_collect_cost_model_stats``), if any."""
     found = re.search(r'"reification_cost":(\[.*?\])', self.attributes)
@@ -155,13 +171,28 @@ class Computation:
     return [(i, p) for i in self.instructions for p, o in enumerate(i.operands) if o == name]
 
 
+@dataclasses.dataclass(frozen=True)
+class Source:
+  """Where an instruction was made: the innermost Python frame XLA recorded for it."""
+
+  file: str  # the file's name, without its folder
+  function: str
+  line: int
+
+
 @dataclasses.dataclass
 class Module:
   computations: dict[str, Computation]
   entry: Computation
+  frames: dict[int, Source] = dataclasses.field(default_factory=dict)  # stack_frame_id -> its innermost frame
 
   def __post_init__(self) -> None:
     self.instructions = {i.name: i for c in self.computations.values() for i in c.instructions}
+
+  def source(self, instruction: Instruction) -> Source | None:
+    """The Python line that made ``instruction`` (its innermost recorded frame), where XLA kept one."""
+    frame = instruction.stack_frame_id
+    return None if frame is None else self.frames.get(frame)
 
   def called(self, instruction: Instruction) -> list[Computation]:
     return [self.computations[n] for n in instruction.called() if n in self.computations]
@@ -196,13 +227,40 @@ def _instruction(line: str, computation: str) -> Instruction | None:
   )
 
 
+def _frames(tables: dict[str, list[str]]) -> dict[int, Source]:
+  """``stack_frame_id -> Source`` from the module's source tables (empty where it has none)."""
+  names = {t: {int(i): n.strip('"') for i, n in (line.split(" ", 1) for line in tables[t])} for t in _TABLES[:2]}
+  locations = {}
+  for line in tables["FileLocations"]:
+    found = _LOCATION.match(line)
+    if found:
+      file, function = names["FileNames"][int(found.group(2))], names["FunctionNames"][int(found.group(3))]
+      locations[int(found.group(1))] = Source(file.rsplit("/", 1)[-1], function, int(found.group(4)))
+  frames = {}
+  for line in tables["StackFrames"]:
+    found = _FRAME.match(line)
+    if found and int(found.group(2)) in locations:
+      frames[int(found.group(1))] = locations[int(found.group(2))]
+  return frames
+
+
 def parse(text: str) -> Module:
   """The computations of an HLO module's text."""
   computations: dict[str, Computation] = {}
   entry: Computation | None = None
   current: Computation | None = None
+  tables: dict[str, list[str]] = {t: [] for t in _TABLES}
+  table: str | None = None
   for line in text.splitlines():
     if current is None:
+      if line in _TABLES:
+        table = line
+        continue
+      if table is not None:
+        if line.strip():
+          tables[table].append(line.strip())
+          continue
+        table = None
       header = _HEADER.match(line)
       if header:
         current = Computation(header.group(2), bool(header.group(1)), [])
@@ -217,4 +275,4 @@ def parse(text: str) -> Module:
       current.instructions.append(instruction)
   if entry is None:
     raise ValueError("no ENTRY computation in the HLO text")
-  return Module(computations, entry)
+  return Module(computations, entry, _frames(tables))

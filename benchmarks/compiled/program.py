@@ -36,6 +36,7 @@ class Program:
   error: str | None
   cost: dict[str, float] | None
   memory: Any
+  codegen: hlo.Module | None = None  # TPU: the compiler's final HLO, with each operation's estimated cycles
 
   @property
   def io_bytes(self) -> int:
@@ -76,6 +77,7 @@ def compile_program(fn: Callable[..., Any], *specs: Any, options: Mapping[str, A
     if text is None:
       raise RuntimeError(f"XLA wrote no optimized HLO into {folder}")
     sequence, metadata = _dump(Path(folder), "thunk_sequence.txt"), _dump(Path(folder), "thunk_metadata.txt")
+    codegen = _dump(Path(folder), "after_codegen.txt") if kind == "tpu" else None
   cost = memory = None
   if compiled is not None and kind == "tpu":
     analysis = compiled.cost_analysis()
@@ -89,6 +91,7 @@ def compile_program(fn: Callable[..., Any], *specs: Any, options: Mapping[str, A
     error=error,
     cost=cost,
     memory=memory,
+    codegen=hlo.parse(codegen) if codegen is not None else None,
   )
 
 

@@ -68,7 +68,9 @@ MATRIX_GROUPS = ("reduce", "one_hot", "gather_nd")
 def _matrix_row_length(axis: str, group: str, shape: tuple[int, ...]) -> int | None:
   if group != "reduce":
     return None
-  return {"first": shape[0], "all": math.prod(shape)}.get(axis, shape[-1])
+  if axis == "all":  # every axis (a rank-0 input: its one element)
+    return math.prod(shape)
+  return shape[0] if axis == "first" else shape[-1]
 
 
 def matrix_cases(only: str | None = None) -> list[Case]:

@@ -13,6 +13,9 @@ differentiable) with what the matrix's tables group it by. The rows:
   function;
 * ``sampling``: ``dmljax.sampling.sample`` against the static-k recipe of :mod:`benchmarks.sampling.bench`, and
   ``top_p_mask`` against its sort recipe;
+* JAX's input kinds the functional path takes as ``jnp`` does: int8 and bool sums (widened to int32, as
+  ``jnp.sum``), an int32 mean (float32), bool MAX and argmax, complex SUM, MAX and LOG_SUM_EXP, rank-0 and size-0
+  inputs, each against the ``jnp`` call it replaces;
 * ``A/A`` controls: a native call timed against itself (a second, separately compiled copy), large and small, to
   show what the noise of the machine makes of two identical programs.
 
@@ -33,7 +36,7 @@ import numpy as np
 from jax import lax
 
 import dmljax as dml
-from benchmarks.harness.workload import FLOAT_TOP_K, ONE_HOT_NEGATIVE, Fn, Workload, integers, normal
+from benchmarks.harness.workload import FLOAT_TOP_K, Fn, Workload, integers, normal
 from benchmarks.sampling import bench as sampling
 
 DTYPES: dict[str, Any] = {
@@ -43,6 +46,8 @@ DTYPES: dict[str, Any] = {
   "int32": np.int32,
   "int8": np.int8,
   "f64": np.float64,
+  "bool": np.bool_,
+  "c64": np.complex64,
 }
 FLOATS = ("f32", "bf16", "f16")
 LARGE_BYTES = 4 << 20
@@ -90,6 +95,8 @@ SHORT = (
   r"^argmax int32 \S+ all axes$",
   r"^gather_nd f32 \S+ rows$",
   r"^one_hot bf16 .* axis=-1$",
+  r"^reduce SUM int8 \S+ axis=-1 \(jnp's types\)$",
+  r"^argmax f32 2x0 axis=0 \(size 0\)$",
   r"^sampling sample ",
 )
 
@@ -384,7 +391,6 @@ def one_hot_rows(short: bool) -> list[Row]:
         "jax.nn.one_hot",
         lambda i, d=depth, a=a, t=np_dtype: jax.nn.one_hot(i, d, axis=a, dtype=t),
         grad=False,
-        approx_reasons={"jax.nn.one_hot": ONE_HOT_NEGATIVE},
       )
       out.append(Row(w, "one_hot", None, dtype, axis, "large", "jax.nn.one_hot"))
   # Differentiable with respect to the on/off values: against jnp.where on a boolean one-hot.
@@ -400,7 +406,6 @@ def one_hot_rows(short: bool) -> list[Row]:
     "jnp.where(jax.nn.one_hot(bool), on, off)",
     lambda v, i: jnp.where(jax.nn.one_hot(i, depth, dtype=bool), v[1], v[0]),
     grad=True,
-    approx_reasons={"jnp.where(jax.nn.one_hot(bool), on, off)": ONE_HOT_NEGATIVE},
   )
   out.append(Row(w, "one_hot", "on/off values", "f32", "last", "large", "jnp.where(jax.nn.one_hot(bool), on, off)"))
   small = (("decode", (8,), 1000), ("MoE", (256, 2), 8), ("per-row", (64, 5), 100))
@@ -423,7 +428,6 @@ def one_hot_rows(short: bool) -> list[Row]:
       native,
       theirs,
       grad=False,
-      approx_reasons={native: ONE_HOT_NEGATIVE},
     )
     out.append(Row(w, "one_hot", None, "f32", "per-row" if per_row else "last", "small", native))
   return out
@@ -473,6 +477,94 @@ def sampling_rows(short: bool) -> list[Row]:
     )
     size = "large" if mask_shape[0] * mask_shape[1] * 4 >= LARGE_BYTES else "small"
     out.append(Row(w, "sampling", "top_p_mask", "f32", "last", size, "sort recipe (argsort + cumsum + mask)"))
+  return out
+
+
+# JAX's input kinds the functional path takes as jnp does (issue 35): small integers and bool summed in jnp's widened
+# result type, integer means in float32, bool ordered False < True, complex sums, log-sum-exps and lexicographic
+# maxima, rank-0 arrays, and arrays with a size-0 dimension, each against the jnp call it replaces.
+def _kinds_input(shape: tuple[int, ...], kind: str) -> Callable[[np.random.Generator], tuple[np.ndarray]]:
+  def make(rng: np.random.Generator) -> tuple[np.ndarray]:
+    if kind == "bool":
+      return (rng.integers(0, 2, shape).astype(bool),)
+    if kind == "c64":
+      z = rng.standard_normal((*shape, 2), dtype=np.float32)
+      return ((z[..., 0] + 1j * z[..., 1]).astype(np.complex64),)
+    if kind == "int8":
+      return (rng.integers(-128, 128, shape, dtype=np.int8),)
+    return (rng.integers(-1000, 1000, shape, dtype=np.int32),)
+
+  return make
+
+
+def jax_kinds_rows(short: bool) -> list[Row]:
+  out = []
+  # (operator, function, dtype, the dmljax call, the jnp form's name, the form): 4 MiB of the type, the last axis.
+  large: tuple[tuple[str, str | None, str, Fn, str, Fn], ...] = (
+    ("reduce", "SUM", "int8", lambda x: dml.reduce(x, "sum", -1), "jnp.sum", lambda x: jnp.sum(x, axis=-1)),
+    ("reduce", "SUM", "bool", lambda x: dml.reduce(x, "sum", -1), "jnp.sum", lambda x: jnp.sum(x, axis=-1)),
+    ("reduce", "AVERAGE", "int32", lambda x: dml.reduce(x, "mean", -1), "jnp.mean", lambda x: jnp.mean(x, axis=-1)),
+    ("reduce", "MAX", "bool", lambda x: dml.reduce(x, "max", -1), "jnp.max", lambda x: jnp.max(x, axis=-1)),
+    ("argmax", None, "bool", lambda x: dml.argmax(x, -1), "jnp.argmax", lambda x: jnp.argmax(x, axis=-1)),
+    ("reduce", "SUM", "c64", lambda x: dml.reduce(x, "sum", -1), "jnp.sum", lambda x: jnp.sum(x, axis=-1)),
+    ("reduce", "MAX", "c64", lambda x: dml.reduce(x, "max", -1), "jnp.max", lambda x: jnp.max(x, axis=-1)),
+    (
+      "reduce",
+      "LOG_SUM_EXP",
+      "c64",
+      lambda x: dml.reduce(x, "logsumexp", -1),
+      "jax.nn.logsumexp",
+      lambda x: jax.nn.logsumexp(x, axis=-1),
+    ),
+  )
+  for operator, function, dtype, mine, native, theirs in large:
+    shape = large_shape(dtype, short)
+    what = f"{operator} {function}" if function else operator
+    name = f"{what} {dtype} {_shape_text(shape)} axis=-1 (jnp's types)"
+    w = _workload(name, _kinds_input(shape, dtype), mine, native, theirs, grad=False)
+    out.append(Row(w, operator, function, dtype, "last", "large", native))
+  # Small: rank 0 (a Python number's reduction in a loop body) and size-0 dimensions (an empty batch).
+  small: tuple[tuple[str, str | None, str, tuple[int, ...], str, Fn, str, Fn], ...] = (
+    (
+      "reduce",
+      "LOG_SUM_EXP",
+      "rank 0",
+      (),
+      "all axes",
+      lambda x: dml.reduce(x, "logsumexp"),
+      "jax.nn.logsumexp",
+      jax.nn.logsumexp,
+    ),
+    ("argmax", None, "rank 0", (), "all axes", dml.argmax, "jnp.argmax", jnp.argmax),
+    (
+      "reduce",
+      "SUM",
+      "size 0",
+      (0, 1024),
+      "axis=0",
+      lambda x: dml.reduce(x, "sum", 0),
+      "jnp.sum",
+      lambda x: jnp.sum(x, axis=0),
+    ),
+    (
+      "argmax",
+      None,
+      "size 0",
+      (2, 0),
+      "axis=0",
+      lambda x: dml.argmax(x, 0),
+      "jnp.argmax",
+      lambda x: jnp.argmax(x, axis=0),
+    ),
+    ("top_k", None, "size 0", (0, 8), "k=3", lambda x: dml.top_k(x, 3), "jax.lax.top_k", lambda x: lax.top_k(x, 3)),
+  )
+  for operator, function, label, shape, where, mine, native, theirs in small:
+    what = f"{operator} {function}" if function else operator
+    name = f"{what} f32 {_shape_text(shape) or 'scalar'} {where} ({label})"
+    grad = operator in ("reduce", "top_k")  # the values' gradient (of no elements, for size 0: still a program)
+    extra = {"value_output": 0} if operator == "top_k" else {}
+    w = _workload(name, values(shape, "f32"), mine, native, theirs, grad=grad, **extra)
+    out.append(Row(w, operator, function, "f32", "all" if not shape else "first", "small", native))
   return out
 
 
@@ -530,6 +622,7 @@ def all_rows(short: bool) -> list[Row]:
     *arg_rows(short),
     *gather_rows(short),
     *one_hot_rows(short),
+    *jax_kinds_rows(short),
     *sampling_rows(short),
   ]
   if short:

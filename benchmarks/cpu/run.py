@@ -18,7 +18,7 @@ per-call validation and dispatch of calling the library outside ``jit``. PyTorch
 run at their defaults (thread pools, spinning), as their users run them; the report records the
 settings in force.
 
-PyTorch, ONNX Runtime and matplotlib are optional (``pip install -e .[bench]``); what is not installed
+PyTorch, ONNX Runtime and matplotlib are optional (``pip install -e ".[peers]"``); what is not installed
 is skipped. On a GPU machine the same command runs unchanged: JAX uses its default device, PyTorch
 CUDA when JAX is on a GPU and CUDA is available, ONNX Runtime its CUDA provider where installed.
 

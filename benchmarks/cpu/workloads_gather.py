@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import dmljax as dml
-from benchmarks.harness.workload import FILL_MODE, ONE_HOT_NEGATIVE, OnnxNode, Workload, normal, torch_mod
+from benchmarks.harness.workload import FILL_MODE, OnnxNode, Workload, normal, torch_mod
 
 
 def gather_one_hot_workloads(quick: bool) -> list[Workload]:
@@ -79,7 +79,6 @@ def gather_one_hot_workloads(quick: bool) -> list[Workload]:
       make=hot,
       dmljax=lambda i, v: dml.one_hot(i[:, 0], depth, on_value=v[1], off_value=v[0]),
       jax={"jax.nn.one_hot": lambda i, v: jax.nn.one_hot(i[:, 0], depth, dtype=v.dtype)},
-      approx_reasons={"jax.nn.one_hot": ONE_HOT_NEGATIVE},
       torch={
         "F.one_hot().to(float32)": lambda i, v: torch().nn.functional.one_hot(i[:, 0].long(), depth).to(v.dtype),
         "zeros().scatter_()": torch_one_hot_scatter,

@@ -29,10 +29,10 @@ import numpy as np
 import dmljax as dml
 from benchmarks.harness import timing
 from benchmarks.sampling import bench as recipes
-from dmljax._src import platform
+from dmljax._src import cpu_kernel_library, platform
 from dmljax._src.selfcheck import reference
 from dmljax._src.selfcheck.runner import local_branch
-from dmljax._src.strategies import dispatch
+from dmljax._src.strategies import cpu_kernel, dispatch
 from dmljax._src.strategies.case import Case
 
 Call = tuple[Callable[[], Any], Callable[[Any], Any]]  # (run once, wait for its result)
@@ -137,6 +137,10 @@ class Bench:
         case = Case(np.dtype(x_np.dtype), x_np.shape, k, True)
         labels = [(s.name, s.name) for s in dispatch.TABLES[self.branch] if s.handles(case)]
       for label, strategy in labels:
+        if label == cpu_kernel.NAME and not cpu_kernel_library.available():
+          # Forced, it would run its XLA fallback under the kernel's name: shown as absent instead.
+          record.setdefault("absent", {})[label] = cpu_kernel_library.status()
+          continue
         try:
           with platform.choosing(top_k=strategy):  # traced (at lower) under the choice
             calls[label], record["compile_seconds"][label] = _jax_call(lambda x: dml.top_k(x, k), x)
@@ -284,6 +288,8 @@ def markdown(cases: list[dict[str, Any]]) -> str:
       lines.append(f"| {c['name']} | torch.topk | {_ms(c['seconds']['torch.topk'])} | | | | | | |")
     for label, text in c.get("errors", {}).items():
       lines.append(f"| {c['name']} | {label} | - | | | | | error: {text} | |")
+    for label, text in c.get("absent", {}).items():
+      lines.append(f"| {c['name']} | {label} | - | | | | | not loaded: {text} | |")
   return "\n".join(lines) + "\n"
 
 
@@ -305,6 +311,7 @@ def summary(cases: list[dict[str, Any]]) -> str:
       parts.append(f"torch {_ms(c['seconds']['torch.topk'])}")
     wrong = f"  WRONG: {c['wrong']}" if c.get("wrong") else ""
     failed = "".join(f"; {label} failed: {text}" for label, text in c.get("errors", {}).items())
+    failed += "".join(f"; {label} not loaded" for label in c.get("absent", {}))
     lines.append(f"  {c['name']}: {'; '.join(parts)}{wrong}{failed}")
   return "\n".join(lines) + "\n"
 

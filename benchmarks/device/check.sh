@@ -2,14 +2,15 @@
 # One command for a GPU or TPU machine: installs dmljax from this checkout (nothing fetched), runs the self-check and
 # the accelerator benchmarks, and writes report.md, results.json and log.txt under OUTDIR.
 #
-#   benchmarks/device/check.sh OUTDIR [--short] [--full] [--no-install] [--budget SECONDS]
+#   benchmarks/device/check.sh OUTDIR [--short] [--full] [--no-install] [--install-only] [--budget SECONDS]
 #
 # Under 8 minutes on one H100 (--budget 450 s by default); a short run (small sizes, float32) on a CPU. Exit status 0
-# when every checked result is exact, 1 on any wrong one, 2 when a self-check section gave no verdict. PYTHON names
-# the interpreter (default python3). See benchmarks/device/check.py.
+# when every step ran and every checked result is exact (a missing CPU kernel is reported, not fatal), 1 on any wrong
+# result, 2 when a step failed or stopped. PYTHON names the interpreter (default python3). See
+# benchmarks/device/check.py.
 set -u
 if [ $# -lt 1 ] || [ "${1#-}" != "$1" ]; then
-  echo "usage: $0 OUTDIR [--short] [--full] [--no-install] [--budget SECONDS]" >&2
+  echo "usage: $0 OUTDIR [--short] [--full] [--no-install] [--install-only] [--budget SECONDS]" >&2
   exit 64
 fi
 out="$1"

@@ -91,7 +91,6 @@ NEGATED_TOP_K = (
   "and payload (a NaN may come first instead of last); on integers -INT_MIN overflows"
 )
 FILL_MODE = "mode 'fill' (the default): an out-of-range index reads NaN, where DirectML clamps it"
-ONE_HOT_NEGATIVE = "an index in [-depth, -1] gives an all-off row, where DirectML counts it from the end"
 
 
 def torch_mod() -> Any:

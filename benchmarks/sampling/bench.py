@@ -12,20 +12,17 @@ Rows: batch 1, 8 and 64 over vocabularies of 32,000, 128,256 and 256,000 float32
   PyTorch's (``torch.topk`` then the sort recipe over the k candidates);
 * trace + compile seconds of each JAX program (``jax.jit(f).lower(...).compile()`` on fresh functions).
 
-Timings interleave the contenders round by round and report medians. ``--compiled`` adds the programs compiled
-(not run) for an H100 and a TPU v5e (the ``aot`` extra): whole-row sorts and XLA's / the roofline's estimate.
-Results: ``benchmarks/results/sampling-cpu.{json,md}`` (and ``sampling-compiled.{json,md}``).
+Timings interleave the contenders round by round and report medians. Results:
+``benchmarks/results/sampling-cpu.{json,md}``. The same programs compiled (not run) for an H100 and a TPU v5e, priced
+per path: :mod:`benchmarks.sampling.compiled`.
 
-Run: ``python -m benchmarks.sampling.bench`` (``--quick`` for batch 8 x 32,000 only; ``--rows 1x32000,8x128256``);
-``python -m benchmarks.sampling.bench --compiled-only`` (in the ``aot`` venv) writes ``sampling-compiled.{json,md}``
-alone.
+Run: ``python -m benchmarks.sampling.bench`` (``--quick`` for batch 8 x 32,000 only; ``--rows 1x32000,8x128256``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import pathlib
 from collections.abc import Callable
@@ -217,87 +214,14 @@ def _markdown(rows: list[dict[str, Any]], conditions: str) -> str:
   return "\n".join(lines) + "\n"
 
 
-# The decode step compiled for the accelerators (sampling-compiled.md).
-COMPILED_BATCH, COMPILED_VOCAB = 8, 32000
-COMPILED_COMMAND = "python -m benchmarks.sampling.bench --compiled-only"
-_COMPILED_ESTIMATES = """\
-Estimate: the project's roofline (H100) or XLA's `optimal_seconds` (TPU) of the compiled program. The H100 launch
-count and roofline count a while loop's body once (benchmarks/compiled/launches.py), and XLA's TPU estimate is not
-known to multiply it by the trip count either: dmljax's searches run their body 32 + ceil(log2 V) times ({p} passes at
-V = {vocab}), so the dmljax estimates and launches here are lower bounds, not predictions. The whole-row sort counts
-are exact."""
-
-
-def compiled_figures(
-  targets: tuple[str, ...] = ("h100", "tpu-v5e"), batch: int = COMPILED_BATCH, vocab: int = COMPILED_VOCAB
-) -> Any:
-  """Whole-row sorts and estimated seconds of each recipe compiled (not run) for each target."""
-  from benchmarks.compiled import devices, program
-
-  out: dict[str, Any] = {"batch": batch, "vocab": vocab, "targets": {}}
-  for target in targets:
-    device = devices.devices(target)[0]
-    x = devices.place((batch, vocab), jnp.float32, device)
-    key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=x.sharding)
-    k = devices.place((), jnp.int32, device)
-    p = devices.place((), jnp.float32, device)
-    recipes = {
-      "dmljax top_k (traced k)": (dml_top_k, (key, x, k)),
-      "native top_k (static k)": (native_top_k, (key, x)),
-      "dmljax top_p": (dml_top_p, (key, x, p)),
-      "sort top_p": (sort_top_p, (key, x, p)),
-      "dmljax top_k+top_p": (dml_top_k_top_p, (key, x, k, p)),
-      "top_k recipe (k=64)": (top_k_recipe, (key, x, p)),
-      "sort top_k+top_p": (lambda key, x, p: sort_top_p(key, x / TEMPERATURE, p, K), (key, x, p)),
-    }
-    figures = {}
-    for name, (fn, args) in recipes.items():
-      s = program.compile_and_summarize(fn, *args, row=vocab)
-      figures[name] = {"whole_row_sorts": s.whole_row_sorts, "estimate_s": s.estimate_s, "launches": s.launches}
-    out["targets"][target] = figures
-  return out
-
-
-def compiled_markdown(figures: dict[str, Any]) -> str:
-  """``sampling-compiled.md``: the table of :func:`compiled_figures`, headed by the command that writes it."""
-  batch, vocab = figures["batch"], figures["vocab"]
-  lines = [
-    "# Sampling decode step, compiled (not run) for an H100 SXM and a TPU v5e",
-    "",
-    f"Batch {batch} x vocabulary {vocab}, float32 logits; `{COMPILED_COMMAND}` in the `aot` venv.",
-    "Whole-row sorts: sorts whose segment is a whole row (what the structure tests assert is 0 for dmljax).",
-    _COMPILED_ESTIMATES.format(p=32 + math.ceil(math.log2(vocab)), vocab=vocab),
-    "",
-    "| target | program | whole-row sorts | launches / HLO ops | estimate |",
-    "|---|---|---|---|---|",
-  ]
-  for target, programs in figures["targets"].items():
-    for name, f in programs.items():
-      estimate = "n/a" if f["estimate_s"] is None else f"{f['estimate_s'] * 1e6:.1f} us"
-      lines.append(f"| {target} | {name} | {f['whole_row_sorts']} | {f['launches']} | {estimate} |")
-  return "\n".join(lines) + "\n"
-
-
-def _write_compiled(out: pathlib.Path) -> None:
-  figures = compiled_figures()
-  out.mkdir(parents=True, exist_ok=True)
-  (out / "sampling-compiled.json").write_text(json.dumps(figures, indent=1))
-  (out / "sampling-compiled.md").write_text(compiled_markdown(figures))
-  print(json.dumps(figures, indent=1))
-
-
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true", help="batch 8 x vocab 32,000 only")
   parser.add_argument("--rows", default=None, help="comma-separated BATCHxVOCAB, e.g. 1x32000,64x256000")
   parser.add_argument("--rounds", type=int, default=7)
   parser.add_argument("--compile-repeats", type=int, default=3)
-  parser.add_argument("--compiled", action="store_true", help="also compile for an H100 and a TPU v5e (aot extra)")
-  parser.add_argument("--compiled-only", action="store_true", help="only compile for an H100 and a TPU v5e")
   parser.add_argument("--out", default=str(RESULTS))
   args = parser.parse_args()
-  if args.compiled_only:
-    return _write_compiled(pathlib.Path(args.out))
   rows = ROWS
   if args.quick:
     rows = ((8, 32000),)
@@ -318,8 +242,6 @@ def main() -> None:
   out.mkdir(parents=True, exist_ok=True)
   (out / "sampling-cpu.json").write_text(json.dumps({"conditions": conditions, "rows": results}, indent=1))
   (out / "sampling-cpu.md").write_text(_markdown(results, conditions))
-  if args.compiled:
-    _write_compiled(out)
 
 
 if __name__ == "__main__":

@@ -349,13 +349,30 @@ def _functional(
     canonical_axes = functional_axes(p, name, array.shape, axes, canonical_index, allow_empty=False)
   p.raise_if_any()
   assert array is not None and canonical_axes is not None and canonical_index is not None
-  return functional_arg_extreme(array, canonical_axes, find_max, last, canonical_index, bool(keepdims))
+  return arg_program(
+    array,
+    axes=canonical_axes,
+    find_max=find_max,
+    last=last,
+    index_dtype=canonical_index,
+    keepdims=bool(keepdims),
+    choice=platform.current(),
+  )
 
 
-def functional_arg_extreme(
-  x: jax.Array, axes: tuple[int, ...], find_max: bool, last: bool, index_dtype: np.dtype, keepdims: bool
+@functools.partial(jax.jit, static_argnames=("axes", "find_max", "last", "index_dtype", "keepdims", "choice"))
+def arg_program(
+  x: jax.Array,
+  *,
+  axes: tuple[int, ...],
+  find_max: bool,
+  last: bool,
+  index_dtype: np.dtype,
+  keepdims: bool,
+  choice: platform.Choice,
 ) -> jax.Array:
-  """:func:`arg_extreme` for validated functional-path input of any rank and size (bool ordered as uint8)."""
+  """:func:`arg_extreme` of validated input of any rank and size (bool ordered as uint8), with its conversions: the
+  one program of both paths."""
   out_shape = axes_lib.output_shape(x.shape, axes, keepdims)
   if x.size == 0:  # only kept axes are empty (checked): no index to compute
     return jnp.zeros(out_shape, index_dtype)
@@ -369,7 +386,7 @@ def functional_arg_extreme(
     last=last,
     index_dtype=index_dtype,
     keepdims=keepdims,
-    choice=platform.current(),
+    choice=choice,
   )
   return out if out.shape == out_shape else out.reshape(out_shape)
 
@@ -488,7 +505,7 @@ def execute_arg_reduce(desc: ArgMinDesc | ArgMaxDesc, inputs: Sequence[Any], fea
   p.raise_if_any()
   assert axes is not None
   (x,) = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)
-  return arg_extreme(
+  return arg_program(
     x,
     axes=axes,
     find_max=name == "ARGMAX",

@@ -218,11 +218,11 @@ def is_bool(dtype: Any) -> bool:
 
 
 def summed_dtype(dtype: Any, *, promote_integers: bool) -> np.dtype:
-  """The result type of ``jnp.sum``/``jnp.prod``: bool counts as JAX's default integer; with
-  ``promote_integers``, an integer narrower than the default (unsigned: the default unsigned) widens to it."""
+  """The result type of ``jnp.sum``/``jnp.prod``: bool counts as int32; with ``promote_integers``, an integer
+  narrower than JAX's default integer (unsigned: the default unsigned) widens to it."""
   dtype = np.dtype(dtype)
   if is_bool(dtype):
-    return default_int_dtype()
+    dtype = np.dtype(np.int32)
   if promote_integers and is_integer(dtype):
     default = default_uint_dtype() if not is_signed_integer(dtype) else default_int_dtype()
     if jnp.iinfo(dtype).bits < jnp.iinfo(default).bits:

@@ -457,8 +457,8 @@ def functional_types(
 ) -> tuple[np.dtype, np.dtype] | None:
   """The type the implementation computes in and the result type, by ``jnp``'s rules; records refusals.
 
-  SUM, MULTIPLY, L1 and SUM_SQUARE give ``jnp.sum``'s type (bool counts as the default integer; with
-  ``promote_integers``, narrower integers widen to the default); AVERAGE, L2, LOG_SUM and LOG_SUM_EXP give
+  SUM, MULTIPLY, L1 and SUM_SQUARE give ``jnp.sum``'s type (bool counts as int32; with ``promote_integers``,
+  integers narrower than the default integer widen to it); AVERAGE, L2, LOG_SUM and LOG_SUM_EXP give
   ``jnp.mean``'s (bool and integers become floating), unless ``promote_integers=False`` asks for DirectML's
   integer rule, where they have no integer form; MAX/MIN keep the type (bool computed as uint8).
   """
@@ -489,25 +489,34 @@ def functional_types(
   return result, result
 
 
-def _functional_reduce(
+@functools.partial(jax.jit, static_argnames=("function", "axes", "keepdims", "work", "result", "index_dtype", "choice"))
+def _program(
   x: jax.Array,
+  *,
   function: ReduceFunction,
   axes: tuple[int, ...],
   keepdims: bool,
   work: np.dtype,
   result: np.dtype,
   index_dtype: np.dtype,
+  choice: platform.Choice,
 ) -> jax.Array:
-  """:func:`_reduce` for validated functional-path input of any rank and size, in ``work``, returned as ``result``."""
+  """:func:`_reduce` of validated input of any rank and size, computed in ``work`` and returned as ``result``.
+
+  The one program of both paths (the descriptor path's types are its input's: ``work`` and ``result`` are
+  ``x``'s), so a conversion (an int8 sum widened to int32) fuses into the reduction.
+  """
   out_shape = axes_lib.output_shape(x.shape, axes, keepdims)
   if function in _ARG_FUNCTIONS:
     find_max = function == F.ARGMAX
-    return arg_reduce.functional_arg_extreme(x, axes, find_max, False, index_dtype, keepdims)
+    return arg_reduce.arg_program(
+      x, axes=axes, find_max=find_max, last=False, index_dtype=index_dtype, keepdims=keepdims, choice=choice
+    )
   if x.size == 0:  # no element to read: every block is empty (the function's empty value) or there is no block
     return jnp.full(out_shape, _EMPTY_VALUE.get(function, 0), result)
-  x = x.astype(work)
+  x = x if x.dtype == work else x.astype(work)
   if dtypes.is_complex(work) and function in _EXTREMES:
-    return _complex_extreme(x, axes, function == F.MAX).reshape(out_shape)
+    return _complex_extreme(x, axes, function == F.MAX, choice).reshape(out_shape)
   folded, folded_axes = axes_lib.fold_reduction(x, axes)
   out = _reduce(
     folded,
@@ -515,13 +524,13 @@ def _functional_reduce(
     axes=folded_axes,
     keepdims=keepdims,
     index_dtype=_UNUSED_INDEX_DTYPE,
-    choice=platform.current(),
+    choice=choice,
   )
   out = out if out.shape == out_shape else out.reshape(out_shape)
   return out if out.dtype == result else out.astype(result)
 
 
-def _complex_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
+def _complex_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool, choice: platform.Choice) -> jax.Array:
   """MAX/MIN of complex numbers in JAX's lexicographic order (real part first, then imaginary), keeping dims.
 
   The real part is REDUCE's MAX/MIN of the real parts (NaN propagating); the imaginary part is the MAX/MIN of
@@ -538,7 +547,7 @@ def _complex_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax
       axes=folded_axes,
       keepdims=True,
       index_dtype=_UNUSED_INDEX_DTYPE,
-      choice=platform.current(),
+      choice=choice,
     )
     return out.reshape(axes_lib.reduced_shape(v.shape, axes))
 
@@ -587,8 +596,8 @@ def reduce(
   (unsigned: the default unsigned), as ``jnp.sum``; AVERAGE, L2, LOG_SUM and
   LOG_SUM_EXP of bool and integers give float32 (float64 for 64-bit integers),
   as ``jnp.mean``; ``promote_integers=False`` keeps DirectML's rule (integer
-  results in the input's type, wrapping; no integer AVERAGE, L2, LOG_SUM or
-  LOG_SUM_EXP). Integers are reduced in the result type and wrap there;
+  results in the input's type, wrapping, bool's in int32, as ``jnp.sum``; no
+  integer AVERAGE, L2, LOG_SUM or LOG_SUM_EXP). Integers are reduced in the result type and wrap there;
   float16 and bfloat16 accumulate in float32 and round once at the end.
   A block with no elements gives SUM's 0, MULTIPLY's 1, AVERAGE's NaN and
   LOG_SUM/LOG_SUM_EXP's -inf, as ``jnp``; MAX, MIN, ARGMAX and ARGMIN need
@@ -665,7 +674,17 @@ def reduce(
   p.raise_if_any()
   assert array is not None and canonical is not None and canonical_axes is not None and index is not None
   assert types is not None
-  return _functional_reduce(array, canonical, canonical_axes, bool(keepdims), *types, index)
+  work, result = types
+  return _program(
+    array,
+    function=canonical,
+    axes=canonical_axes,
+    keepdims=bool(keepdims),
+    work=work,
+    result=result,
+    index_dtype=index if canonical in _ARG_FUNCTIONS else _UNUSED_INDEX_DTYPE,
+    choice=platform.current(),
+  )
 
 
 _FIELDS_IN = ("input_tensor",)
@@ -726,4 +745,14 @@ def execute_reduce(desc: ReduceDesc, inputs: Sequence[Any], feature_level: Any) 
   assert function is not None and axes is not None
   (x,) = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)
   index_dtype = dtypes.numpy_dtype(desc.output_tensor.data_type) if function in _ARG_FUNCTIONS else _UNUSED_INDEX_DTYPE
-  return _reduce(x, function=function, axes=axes, keepdims=True, index_dtype=index_dtype, choice=platform.current())
+  dtype = np.dtype(x.dtype)
+  return _program(
+    x,
+    function=function,
+    axes=axes,
+    keepdims=True,
+    work=dtype,
+    result=dtype,
+    index_dtype=index_dtype,
+    choice=platform.current(),
+  )

@@ -25,11 +25,15 @@ Which path runs is decided without the caller's help:
   - elsewhere (TPUs), XLA cannot call that rule: JAX registers it with PJRT
     plugins through their custom-partitioner extension, which libtpu does not
     implement (``Custom emitter for CustomSPMDPartitioning not found``, on a
-    real TPU as when compiling for one without it). There the program is cut
-    into as many chunks as it has devices (``gcd(length, devices)``; chosen
-    when the program is lowered, the first moment the device count is known):
-    every chunk selects its ``k`` candidates and one selection merges them.
-    A sharded axis is split along chunk boundaries, so the per-chunk
+    real TPU as when compiling for one without it). Where the TPU table
+    selects with XLA's own ``TopK`` on exact keys (``tpu_kernel``: matrices,
+    ``k <= 256``), the keys of the whole matrix go to that ``TopK``, which XLA's
+    partitioner splits as it splits ``jax.lax.top_k`` (a ``TopK`` per shard, one
+    over the shards' candidates): only candidates move. Otherwise the program
+    is cut into as many chunks as it has devices (``gcd(length, devices)``;
+    chosen when the program is lowered, the first moment the device count is
+    known): every chunk selects its ``k`` candidates and one selection merges
+    them. A sharded axis is split along chunk boundaries, so the per-chunk
     selections stay on their devices and only candidates move. No Python
     runs inside XLA, so such programs also serialize with ``jax.export``.
 
@@ -57,8 +61,10 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from dmljax._src import dtypes, platform, shardings, value_bits
 from dmljax._src.strategies import dispatch
+from dmljax._src.strategies.case import Case
 
 Selected = tuple[jax.Array, jax.Array]
+_XLA_TOP_K = "tpu_kernel"  # the TPU table's row that selects with XLA's TopK, which XLA's partitioner splits
 
 
 def local_top_k(sequences: jax.Array, k: int, descending: bool, last: bool = False) -> Selected:
@@ -286,8 +292,16 @@ def _automatic(sequences: jax.Array, k: int, descending: bool, last: bool) -> Se
     values, indices = _top_k_by_chunks_p.bind(x, k=k, descending=descending, last=last, choice=platform.current())
     return values, indices
 
+  def by_keys(x: jax.Array) -> Selected:
+    """TPUs: XLA partitions its own TopK of a matrix (:mod:`.strategies.tpu_kernel`'s keys), else the chunks."""
+    case = Case.of(x, k, descending)
+    whole = not last and x.ndim == 2 and dispatch.index_dtype(case.n) == jnp.int32
+    if whole and dispatch.strategy("tpu", case).name == _XLA_TOP_K:
+      return local_top_k(x, k, descending)
+    return by_chunks(x)
+
   # ROCm and any other platform take the chunks too: they need no partitioning rule.
-  values, indices = platform.branch(sequences, cpu=by_rule, cuda=by_rule, tpu=by_chunks, default=by_chunks)
+  values, indices = platform.branch(sequences, cpu=by_rule, cuda=by_rule, tpu=by_keys, default=by_chunks)
   return values, indices
 
 

@@ -302,25 +302,29 @@ def top_k(
   p.raise_if_any()
   assert array is not None and canonical_axis is not None and canonical_index is not None and count is not None
   descending = canonical_direction == AxisDirection.DECREASING
-  return _functional_top_k(array, count, canonical_axis, descending, canonical_index)
+  return _top_k_program(
+    array, k=count, axis=canonical_axis, descending=descending, index_dtype=canonical_index, choice=platform.current()
+  )
 
 
-def _functional_top_k(
-  x: jax.Array, k: int, axis: int, descending: bool, index_dtype: np.dtype
+@functools.partial(jax.jit, static_argnames=("k", "axis", "descending", "index_dtype", "choice"))
+def _top_k_program(
+  x: jax.Array, *, k: int, axis: int, descending: bool, index_dtype: np.dtype, choice: platform.Choice
 ) -> tuple[jax.Array, jax.Array]:
-  """:func:`_top_k` for validated functional-path input of any rank and size (bool ordered as uint8)."""
+  """:func:`_top_k` of validated input of any rank and size (bool ordered as uint8), with its conversions: the one
+  program of both paths."""
   shape = _output_sizes(x.shape, axis, k)
   if k == 0 or x.size == 0:
     return jnp.zeros(shape, x.dtype), jnp.zeros(shape, index_dtype)
   ordered = x.astype(np.uint8) if dtypes.is_bool(x.dtype) else x
   if x.ndim > axes_lib.MAX_RANK:  # rows along the last axis, of rank 2
     rows = jnp.moveaxis(ordered, axis, -1)
-    values, indices = _functional_top_k(rows.reshape(-1, x.shape[axis]), k, 1, descending, index_dtype)
+    values, indices = _top_k_program(
+      rows.reshape(-1, x.shape[axis]), k=k, axis=1, descending=descending, index_dtype=index_dtype, choice=choice
+    )
     moved = (*rows.shape[:-1], k)
     return jnp.moveaxis(values.reshape(moved), -1, axis).astype(x.dtype), jnp.moveaxis(indices.reshape(moved), -1, axis)
-  values, indices = _top_k(
-    ordered, k=k, axis=axis, descending=descending, index_dtype=index_dtype, choice=platform.current()
-  )
+  values, indices = _top_k(ordered, k=k, axis=axis, descending=descending, index_dtype=index_dtype, choice=choice)
   return (values.astype(x.dtype) if ordered is not x else values), indices
 
 
@@ -375,7 +379,7 @@ def execute_top_k(desc: TopKDesc | TopK1Desc, inputs: Sequence[Any], feature_lev
   p.raise_if_any()
   assert axis is not None
   (x,) = descriptor_path.input_arrays(desc, inputs, _FIELDS_IN)
-  return _top_k(
+  return _top_k_program(
     x,
     k=int(desc.k),
     axis=axis,

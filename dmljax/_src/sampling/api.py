@@ -72,9 +72,9 @@ def top_k_mask(logits: ArrayLike, k: ArrayLike, *, max_k: int | None = None) -> 
 
   ``k`` is data: a Python int or an integer array (one per row), traced or not, and one compiled
   program serves every value. The row's first ``max_k`` entries (64 by default) are selected once
-  (:func:`dmljax.top_k`, no sort) and decide every row whose ``k`` is at most that; only if some
-  row's ``k`` is larger does a threshold search over its whole row run (32 passes of one count
-  per row for float32 and narrower logits, and up to log2(V) more where the threshold is tied).
+  (:func:`dmljax.top_k`, no sort) and decide every row whose ``k`` is at most that (or off); only if
+  some row's ``k`` is larger does a threshold search over its whole row run (32 passes of one count
+  per row for float32 and narrower logits, then a few exact ones).
 
   Args:
     logits: floating-point array, rank >= 1; the last axis is the vocabulary.
@@ -226,18 +226,22 @@ def sample(
   :func:`min_p_mask` apply in that order (``None``: not applied; top-p's probabilities are those
   of what top-k kept), and one index is drawn per row with probability ``softmax`` of what is left:
   an exponential race (Gumbel-max), :math:`\arg\max_i e^{z_i} / E_i` with the lowest index among
-  equal maxima, where the noise :math:`E_i` of each entry is a function of ``key`` (64 bits of it: two keys that
-  differ there never share noise), the row number and the entry's index alone (so the token is the
-  same whether the row is whole, split over devices, or narrowed to its first candidates).
+  equal maxima, where the noise :math:`E_i = -\log(1 - v_i)` comes from Threefry-2x32 (JAX's default
+  PRNG's block function) at the counter (row, index) under the key, with :math:`v_i` resolved to
+  56 bits near 0 (tokens far down the tail are drawn as often as their probability says), so the token
+  is the same whether the row is whole, split over devices, or narrowed to its first candidates.
   Temperature 0 is greedy: the row's first entry in dmljax's order once NaNs are dropped (the
-  largest logit, lowest index among equals); a traced temperature below 0 or NaN is greedy too. A
-  row whose logits are all NaN or -inf gives index 0. NaN entries are never drawn.
+  largest logit, lowest index among equals); a traced temperature below 0 or NaN is greedy too.
+  Temperature +inf draws uniformly among the finite kept entries. A row whose logits are all NaN or
+  -inf gives index 0. NaN entries are never drawn.
 
   Every parameter is data (a Python number, or an array broadcastable to ``logits.shape[:-1]``),
-  traced or not: one compiled program serves every value. With any filter, the whole step runs on
-  the row's first ``max_k`` entries (64 by default; one :func:`dmljax.top_k`, no sort) whenever
-  they decide it (``top_k <= max_k``, or top-p's nucleus or min-p's cut ends among them); only if
-  some row is not decided there do the whole-row searches run, with the same answer.
+  traced or not: one compiled program serves every value. The step runs on the row's first
+  ``max_k`` entries (64 by default; one :func:`dmljax.top_k`, no sort) whenever they decide it
+  (greedy rows always; ``top_k <= max_k``, or top-p's nucleus or min-p's cut ending among them);
+  only the sampled rows they do not decide are drawn from their whole row (searched first where a
+  filter is on), with the same answer. ``jax.vmap`` over keys with shared logits decides once and
+  reads the logits once per key, never a copy of them per key.
 
   Args:
     key: one PRNG key (``jax.random.key(seed)``; a raw ``jax.random.PRNGKey`` is accepted). For a

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import numpy as np
@@ -237,7 +237,8 @@ def gather(dtype: np.dtype, seed: int) -> Plan:
 
 
 def one_hot(dtype: np.dtype, seed: int) -> Plan:
-  """one_hot with on and off values of special bit patterns, every index policy (negative, out of range)."""
+  """one_hot with on and off values of special bit patterns, every index policy (negative, out of range), under
+  both rules for a negative index (off, as ``jax.nn.one_hot``; counted from the end, as DirectML)."""
   rng = np.random.default_rng(seed)
   pool = inputs.special_bits(dtype)
   # A negative NaN with a payload on, another NaN (signalling where the type has one) off; -0.0 and +0.0 where the
@@ -247,10 +248,18 @@ def one_hot(dtype: np.dtype, seed: int) -> Plan:
   on, off = (reference.from_bits(np.array([b], np.uint64), dtype) for b in (on_bits, off_bits))
   depth = 7
   indices = rng.integers(-depth - 2, depth + 2, size=40).astype(np.int32)
-  hot = reference.hot_positions(indices, depth)
-  want = np.where(np.arange(depth) == hot[:, None], np.uint64(on_bits), np.uint64(off_bits))
+  wants = {
+    rule: np.where(
+      np.arange(depth) == reference.hot_positions(indices, depth, from_end=rule == "from_end")[:, None],
+      np.uint64(on_bits),
+      np.uint64(off_bits),
+    )
+    for rule in ("off", "from_end")
+  }
+  rules: tuple[Literal["off", "from_end"], ...] = ("off", "from_end")
 
-  def judge(got: Any) -> str | None:
+  def judge_one(rule: str, got: Any) -> str | None:
+    want = wants[rule]
     got = np.asarray(got)
     problem = _same_type("one_hot", got, dtype, want.shape)
     if problem:
@@ -260,13 +269,22 @@ def one_hot(dtype: np.dtype, seed: int) -> Plan:
       at = tuple(bad[0])
       shown = _shown(reference.bits_of(got)[at], dtype)
       expected = _shown(want[at], dtype)
-      return f"one_hot of index {int(indices[at[0]])}, position {int(at[1])}: bits {shown}; expected {expected}"
+      return (
+        f"one_hot (negative_indices={rule!r}) of index {int(indices[at[0]])}, position {int(at[1])}: bits {shown}; "
+        f"expected {expected}"
+      )
     return None
+
+  def compute(indices: Any, on: Any, off: Any) -> list[Any]:
+    return [
+      dml.one_hot(indices, depth, on_value=on[0], off_value=off[0], dtype=dtype, negative_indices=rule)
+      for rule in rules
+    ]
 
   return Plan(
     (indices, on, off),
-    lambda indices, on, off: dml.one_hot(indices, depth, on_value=on[0], off_value=off[0], dtype=dtype),
-    judge,
+    compute,
+    lambda outputs: next((p for p in map(judge_one, rules, outputs) if p), None),
   )
 
 
@@ -342,68 +360,3 @@ def sharded_gather(kind: str) -> Check:
     )
 
   return check
-
-
-@dataclasses.dataclass(frozen=True)
-class Column:
-  """One column of a table: a name, the check each type's cell runs, and the section (table) it belongs to."""
-
-  name: str
-  check: Check
-  section: str = "selection"
-
-
-# The sections, in the order they run and print: each is one table, timed on its own.
-SECTIONS = {
-  "selection": "top_k strategy by strategy, argmin/argmax, gather_nd, one_hot: bits",
-  "reduce": "REDUCE: MAX/MIN by bits; SUM and LOG_SUM_EXP exact, or within a tolerance (below)",
-  "sampling": "dmljax.sampling: the filters by bits; sample by its properties",
-}
-
-
-# What a section's cells mean beyond "bits as the reference says", printed under its table.
-NOTES = {
-  "reduce": "sum exact, logsumexp exact: inputs whose exact result is a value of the type (any order of summation "
-  "gives it), compared by value (either zero, any NaN); integer sums by bits, wrapping. sum tol, logsumexp tol: "
-  "random rows of 256 within 2 ulp(result) + 256 eps sum|x| (SUM) and 2 ulp(result) + 264 eps (LOG_SUM_EXP) of the "
-  "float64 result; eps is float32's (float64's for float64).",
-  "sampling": "Filters: bits against the check's own filters, every p (min_p) at least 1e-5 from each cumulative "
-  "sum (weight) of its row. sample: the token is a kept entry, temperature 0 takes the first in the order, the same "
-  "key gives the same tokens by the whole-row route (max_k=1) and on max_k candidates.",
-}
-
-
-def columns(strategies: Sequence[Strategy], devices: int) -> list[Column]:
-  """The top-k strategies, then the other operators, then (several devices) the sharded checks; then REDUCE's
-  checks, then sampling's."""
-  from dmljax._src.selfcheck import sampling, sums  # they build on this module
-
-  found = [Column(s.name, forced_top_k(s)) for s in strategies]
-  found += [
-    Column("argmin", arg_extreme(False)),
-    Column("argmax", arg_extreme(True)),
-    Column("gather_nd", gather),
-    Column("one_hot", one_hot),
-  ]
-  if devices > 1:
-    for kind in AXIS_TYPES:
-      found += [
-        Column(f"top_k {kind}", sharded_top_k(kind)),
-        Column(f"arg {kind}", sharded_arg_extreme(kind)),
-        Column(f"gather {kind}", sharded_gather(kind)),
-      ]
-  found += [
-    Column("max", extreme(True), "reduce"),
-    Column("min", extreme(False), "reduce"),
-    Column("sum exact", sums.sum_exact, "reduce"),
-    Column("sum tol", sums.sum_within, "reduce"),
-    Column("logsumexp exact", sums.log_sum_exp_exact, "reduce"),
-    Column("logsumexp tol", sums.log_sum_exp_within, "reduce"),
-  ]
-  found += [
-    Column("top_k_mask", sampling.top_k_mask, "sampling"),
-    Column("top_p_mask", sampling.top_p_mask, "sampling"),
-    Column("min_p_mask", sampling.min_p_mask, "sampling"),
-    Column("sample", sampling.sample, "sampling"),
-  ]
-  return found

@@ -148,10 +148,11 @@ def gathered_positions(indices: np.ndarray, sizes: tuple[int, ...]) -> tuple[np.
   return tuple(coordinates)
 
 
-def hot_positions(indices: np.ndarray, depth: int) -> np.ndarray:
-  """The hot position of each index (a negative one counted from the end once), or -1 for an all-off sequence."""
+def hot_positions(indices: np.ndarray, depth: int, *, from_end: bool = True) -> np.ndarray:
+  """The hot position of each index, or -1 for an all-off sequence: a negative index counted from the end once
+  (DirectML's rule, ``from_end``), or off (``jax.nn.one_hot``'s)."""
   i = indices.astype(np.int64)
-  wrapped = np.where(i < 0, i + depth, i)
+  wrapped = np.where(i < 0, i + depth, i) if from_end else i
   return np.where((wrapped >= 0) & (wrapped < depth), wrapped, -1)
 
 

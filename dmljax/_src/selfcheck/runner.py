@@ -24,7 +24,7 @@ import numpy as np
 
 import dmljax
 from dmljax._src import platform
-from dmljax._src.selfcheck import checks, inputs
+from dmljax._src.selfcheck import catalog, checks, inputs
 from dmljax._src.strategies import dispatch
 
 EXACT, WRONG, NOT_APPLICABLE, ERROR = "exact", "WRONG", "n/a", "ERROR"
@@ -187,7 +187,7 @@ class _Row:
   seconds: float = 0.0  # this type's own tracing, compiling and running
 
 
-def _prepare(columns: Sequence[checks.Column], dtype: np.dtype, x64: bool) -> _Row:
+def _prepare(columns: Sequence[catalog.Column], dtype: np.dtype, x64: bool) -> _Row:
   """Plans every column and traces the plans that take host arrays as one program (compiled later)."""
   start = time.perf_counter()
   row = _Row(dtype, x64, {}, {})
@@ -198,7 +198,7 @@ def _prepare(columns: Sequence[checks.Column], dtype: np.dtype, x64: bool) -> _R
   return row
 
 
-def _plan_and_lower(row: _Row, columns: Sequence[checks.Column]) -> None:
+def _plan_and_lower(row: _Row, columns: Sequence[catalog.Column]) -> None:
   dtype, x64 = row.dtype, row.x64
   with _x64(x64):
     for column in columns:
@@ -228,7 +228,7 @@ def _compile(row: _Row) -> Any:
     row.seconds += time.perf_counter() - start
 
 
-def _finish(row: _Row, compiled: Any, columns: Sequence[checks.Column]) -> dict[str, Cell]:
+def _finish(row: _Row, compiled: Any, columns: Sequence[catalog.Column]) -> dict[str, Cell]:
   """Runs and judges a row's program; where it failed, runs each plan on its own to find the failing cells."""
   start = time.perf_counter()
   try:
@@ -237,7 +237,7 @@ def _finish(row: _Row, compiled: Any, columns: Sequence[checks.Column]) -> dict[
     row.seconds += time.perf_counter() - start
 
 
-def _run_and_judge(row: _Row, compiled: Any, columns: Sequence[checks.Column]) -> dict[str, Cell]:
+def _run_and_judge(row: _Row, compiled: Any, columns: Sequence[catalog.Column]) -> dict[str, Cell]:
   together = {name: plan for name, plan in row.plans.items() if not plan.placed}
   with _x64(row.x64):
     outputs = None
@@ -254,7 +254,7 @@ def _run_and_judge(row: _Row, compiled: Any, columns: Sequence[checks.Column]) -
   return {column.name: row.cells[column.name] for column in columns}
 
 
-def run_row(columns: Sequence[checks.Column], dtype: np.dtype, x64: bool) -> dict[str, Cell]:
+def run_row(columns: Sequence[catalog.Column], dtype: np.dtype, x64: bool) -> dict[str, Cell]:
   """Every column's cell for one type: the plans run as one program; where that fails, each on its own."""
   row = _prepare(columns, dtype, x64)
   return _finish(row, _compile(row), columns)
@@ -286,20 +286,20 @@ def run(
   named in ``types``), one section after another; ``on_row`` sees the report so far after every type."""
   start = time.perf_counter()
   branch = local_branch()
-  columns = checks.columns(dispatch.TABLES[branch], len(jax.devices()))
+  columns = catalog.columns(dispatch.TABLES[branch], len(jax.devices()))
   if only:
     unknown = set(only) - {c.name for c in columns}
     if unknown:
       raise SystemExit(f"unknown check(s) {sorted(unknown)}; choose from {[c.name for c in columns]}")
     columns = [c for c in columns if c.name in only]
   if sections:
-    unknown = set(sections) - set(checks.SECTIONS)
+    unknown = set(sections) - set(catalog.SECTIONS)
     if unknown:
-      raise SystemExit(f"unknown section(s) {sorted(unknown)}; choose from {list(checks.SECTIONS)}")
+      raise SystemExit(f"unknown section(s) {sorted(unknown)}; choose from {list(catalog.SECTIONS)}")
     columns = [c for c in columns if c.section in sections]
   rows = _rows(types)
   report = Report(environment(branch))
-  for name in checks.SECTIONS:
+  for name in catalog.SECTIONS:
     chosen = [c for c in columns if c.section == name]
     if chosen:
       section = Section(name, [c.name for c in chosen])
@@ -311,7 +311,7 @@ def run(
 
 def _run_section(
   section: Section,
-  columns: Sequence[checks.Column],
+  columns: Sequence[catalog.Column],
   rows: Sequence[tuple[str, np.dtype, bool]],
   progress: TextIO | None,
   on_row: Callable[[], None],
@@ -359,13 +359,13 @@ def table(report: Report) -> str:
   width = max(len(name) for name, _ in report.header)
   lines += [f"{name:<{width}}  {value}" for name, value in report.header]
   for section in report.sections:
-    lines += ["", f"{section.name}: {checks.SECTIONS[section.name]} ({section.seconds:.0f} s)"]
+    lines += ["", f"{section.name}: {catalog.SECTIONS[section.name]} ({section.seconds:.0f} s)"]
     if section.rows:
       lines += _section_lines(section)
     else:
       lines.append("(no type this section takes was chosen)")
-    if section.name in checks.NOTES:
-      lines += textwrap.wrap(checks.NOTES[section.name], 116, initial_indent="  ", subsequent_indent="  ")
+    if section.name in catalog.NOTES:
+      lines += textwrap.wrap(catalog.NOTES[section.name], 116, initial_indent="  ", subsequent_indent="  ")
   failed = report.failed
   lines += ["", ", ".join(f"{n} {s}" for s, n in report.counts().items()) + f"; {report.seconds:.0f} s"]
   if failed:
@@ -386,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--type", action="append", dest="types", help="only this type (a row label); repeatable")
   parser.add_argument("--check", action="append", dest="only", help="only this check (a column); repeatable")
   parser.add_argument(
-    "--section", action="append", dest="sections", choices=list(checks.SECTIONS), help="only this table; repeatable"
+    "--section", action="append", dest="sections", choices=list(catalog.SECTIONS), help="only this table; repeatable"
   )
   parser.add_argument("--json", metavar="PATH", help="also write every cell, its detail and the times as JSON")
   parser.add_argument("--notes", action="store_true", help="also list why each n/a cell is n/a")

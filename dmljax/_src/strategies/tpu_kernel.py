@@ -29,9 +29,12 @@ the whole input into VMEM first (or give no estimate). The kernel's copies are o
 every float slot, the case where every selected value is a zero or a NaN.
 
 A Mosaic kernel cannot be partitioned by XLA, so where the program being lowered is split over devices
-on automatic mesh axes, the selection keeps the input's rank (flattening it would lose its sharding)
-and gathers those values with XLA (:func:`_partitioned`); inside ``shard_map``, on explicit axes and on
-one device, the kernel runs (:func:`_one_device`). The choice is made when lowering, by a primitive.
+on automatic mesh axes, the selection keeps the input's rank (flattening it would lose its sharding), XLA's
+partitioner splits the ``TopK`` of the keys as it splits native ``jax.lax.top_k`` (a ``TopK`` per shard, then
+one over the shards' candidates), and those values are gathered with XLA only when some selected key merged
+several inputs (:func:`_partitioned`: a ``lax.cond``; the gather from a split row is what crosses chips
+beyond the candidates); inside ``shard_map``, on explicit axes and on one device, the kernel runs
+(:func:`_one_device`). The choice is made when lowering, by a primitive.
 """
 
 from __future__ import annotations
@@ -126,15 +129,20 @@ def _one_device(x: jax.Array, *, k: int, largest_first: bool, interpret: bool) -
 
 
 def _partitioned(x: jax.Array, *, k: int, largest_first: bool, interpret: bool) -> Selected:
-  """The selection XLA's SPMD partitioner can split: the input's rank kept, the values an XLA gather."""
+  """The selection XLA's SPMD partitioner can split: the input's rank kept, the values an XLA gather run only
+  when some selected key merged several inputs (a zero, a NaN, a float32 subnormal was selected)."""
   del interpret
   dtype = np.dtype(x.dtype)
   keys, indices = lax.top_k(key(x, largest_first), k)
   values, exact = value(keys, dtype, largest_first)
-  if _fetches(dtype):
+  if not _fetches(dtype):
+    return values, indices
+
+  def fetched() -> jax.Array:
     bits = lax.bitcast_convert_type(x, _unsigned(dtype))
-    values = _read_where_inexact(values, exact, jnp.take_along_axis(bits, indices, axis=-1, mode="promise_in_bounds"))
-  return values, indices
+    return _read_where_inexact(values, exact, jnp.take_along_axis(bits, indices, axis=-1, mode="promise_in_bounds"))
+
+  return lax.cond(jnp.any(~exact), fetched, lambda: values), indices
 
 
 def select(x: jax.Array, case: Case) -> Selected:
