@@ -44,6 +44,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu_parallel.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -219,118 +220,6 @@ int64_t SelectSegment(const typename Key::Bits* row, int64_t begin, int64_t end,
   return SelectSegmentBody<Key, kLargestFirst>(row, begin, end, k, buffer, out);
 }
 
-// Threads -----------------------------------------------------------------------------------------------------
-
-// Fault injection for the error-path tests (tests/test_cpu_kernel_errors.py), read once per process:
-// DMLJAX_CPU_KERNEL_FAULT=bad_alloc, runtime_error or unknown makes the first unit of work of every call
-// that runs over units throw std::bad_alloc, a std::runtime_error or an int, as a failed allocation or a bug
-// there would. Unset (always, outside those tests), it costs one load of a static per call.
-enum class Fault { kNone, kBadAlloc, kRuntimeError, kUnknown };
-
-Fault InjectedFault() {
-  static const Fault fault = [] {
-    const char* name = std::getenv("DMLJAX_CPU_KERNEL_FAULT");
-    if (name == nullptr) return Fault::kNone;
-    const std::string value(name);
-    if (value == "bad_alloc") return Fault::kBadAlloc;
-    if (value == "runtime_error") return Fault::kRuntimeError;
-    if (value == "unknown") return Fault::kUnknown;
-    return Fault::kNone;
-  }();
-  return fault;
-}
-
-void MaybeInjectFault(int64_t unit) {
-  if (unit != 0) return;
-  switch (InjectedFault()) {
-    case Fault::kNone: return;
-    case Fault::kBadAlloc: throw std::bad_alloc();
-    case Fault::kRuntimeError: throw std::runtime_error("fault injected by DMLJAX_CPU_KERNEL_FAULT");
-    case Fault::kUnknown: throw 30;  // not a std::exception
-  }
-}
-
-// Units [0, total) taken from one counter by the calling thread and by helpers on the pool. The first
-// exception a unit throws is kept (Error); units taken after it are skipped, but still counted as done.
-class Units {
- public:
-  Units(int64_t total, std::function<void(int64_t)> body) : total_(total), body_(std::move(body)) {}
-
-  // Never throws: it runs on pool threads, where an exception would terminate the process.
-  void Run() noexcept {
-    for (int64_t unit; (unit = next_.fetch_add(1, std::memory_order_relaxed)) < total_;) {
-      if (!failed_.load(std::memory_order_acquire)) {
-        try {
-          MaybeInjectFault(unit);
-          body_(unit);
-        } catch (...) {
-          Fail(std::current_exception());
-        }
-      }
-      Finish(1);
-    }
-  }
-
-  // Keeps the first exception; the units taken after it are skipped.
-  void Fail(std::exception_ptr error) noexcept {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!error_) error_ = std::move(error);
-    failed_.store(true, std::memory_order_release);
-  }
-
-  // Waits for every unit: those not taken yet are taken by the caller in Run, so only running ones remain.
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == total_; });
-  }
-
-  // The first exception a unit threw (after Wait), or null.
-  std::exception_ptr Error() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return error_;
-  }
-
- private:
-  void Finish(int64_t count) noexcept {
-    if (done_.fetch_add(count, std::memory_order_acq_rel) + count == total_) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      finished_.notify_all();
-    }
-  }
-
-  const int64_t total_;
-  const std::function<void(int64_t)> body_;
-  std::atomic<int64_t> next_{0};
-  std::atomic<int64_t> done_{0};
-  std::atomic<bool> failed_{false};
-  std::mutex mutex_;
-  std::condition_variable finished_;
-  std::exception_ptr error_;
-};
-
-// Runs body(0), ..., body(total - 1) over up to `threads` threads; rethrows, on the calling thread, the first
-// exception a unit threw, once no thread runs a unit any more (the units use the caller's stack).
-void ParallelFor(ffi::ThreadPool& pool, int64_t threads, int64_t total, std::function<void(int64_t)> body) {
-  if (threads <= 1 || total <= 1) {
-    for (int64_t unit = 0; unit < total; ++unit) {
-      MaybeInjectFault(unit);
-      body(unit);
-    }
-    return;
-  }
-  auto units = std::make_shared<Units>(total, std::move(body));
-  try {
-    for (int64_t helper = 1; helper < std::min(threads, total); ++helper) {
-      pool.Schedule([units] { units->Run(); });
-    }
-  } catch (...) {
-    // Scheduling failed (std::bad_alloc, say): fewer helpers. The caller still runs every unit not taken.
-  }
-  units->Run();
-  units->Wait();
-  if (std::exception_ptr error = units->Error()) std::rethrow_exception(error);
-}
-
 // The call ----------------------------------------------------------------------------------------------------
 
 struct Shape {
@@ -487,8 +376,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(DmljaxCpuTopK, TopKHandler,
                                   .Attr<int64_t>("k")
                                   .Attr<bool>("largest_first"));
 
-// The version of this library's calling convention, which the Python side checks before registering it.
-extern "C" __attribute__((visibility("default"))) int32_t DmljaxCpuTopKAbiVersion() { return 2; }
+// The version of this library's calling convention, which the Python side checks before registering its handlers
+// (3: the library holds DmljaxCpuReduceExtreme, csrc/cpu_reduce_extreme.cc, as well).
+extern "C" __attribute__((visibility("default"))) int32_t DmljaxCpuTopKAbiVersion() { return 3; }
 
 // The XLA FFI API version of the headers this library was compiled against (major * 1000 + minor), which
 // the Python side compares with the running jaxlib's before registering the handler.

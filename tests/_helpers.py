@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import math
 import os
 import pathlib
 import re
@@ -174,3 +175,13 @@ def spy_on(functions: tuple[tuple[Any, str], ...], monkeypatch: Any) -> set[str]
 
     monkeypatch.setattr(module, name, spy)
   return reached
+
+
+def maximum_reduction_lengths(lowered: str) -> list[int]:
+  """How many elements each maximum reduction of a lowered (StableHLO text) program reduces into one."""
+  lengths = []
+  pattern = r"applies stablehlo\.maximum across dimensions = \[([\d, ]+)\] : \(tensor<([\dx]+)x[a-z]"
+  for dimensions, shape in re.findall(pattern, lowered):
+    sizes = [int(s) for s in shape.split("x")]
+    lengths.append(math.prod(sizes[int(d)] for d in dimensions.split(",")))
+  return lengths

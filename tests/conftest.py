@@ -7,6 +7,8 @@ The host platform is split into 8 CPU devices for the sharding tests. XLA reads
 the flag once, when JAX first initialises its backends, so it is set here,
 before anything touches a device; one-device tests are unaffected (they run on
 device 0), and the whole suite shares one process and one compilation cache.
+A process started with the flag already in ``XLA_FLAGS`` keeps its own count
+(tests/test_one_device_process.py runs a file with one device).
 
 Two profiles (docs/testing.rst, "Profiles"). The default run is the suite a change must pass, in minutes; the
 long profile, ``python -m pytest -m long``, runs what the default leaves out, so that the two together are the whole
@@ -104,3 +106,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     kept = {id(i) for i in keep}
     config.hook.pytest_deselected(items=[i for i in items if id(i) not in kept])
     items[:] = keep
+
+
+def pytest_report_header() -> str:
+  """The device count every test here ran with (tests/test_one_device_process.py reads it from a child run)."""
+  return f"jax devices: {jax.device_count()} ({jax.default_backend()})"

@@ -42,6 +42,9 @@ PHASE_FIELDS = {
   "dmljax_temp_bytes",
   "native_temp_bytes",
   "full_size_temps",
+  "compile_dmljax_s",
+  "compile_native_s",
+  "compile_ratio",
   "target",
   "errors",
 }
@@ -87,6 +90,9 @@ def test_every_row_has_both_timings_and_both_memory_figures(short: tuple[dict, P
     assert 0 < r["paired_q1"] <= r["paired_ratio"] <= r["paired_q3"], r["name"]
     assert isinstance(r["dmljax_temp_bytes"], int) and isinstance(r["native_temp_bytes"], int), r["name"]
     assert r["target"] == (matrix.LARGE_TARGET if r["size"] == "large" else matrix.SMALL_TARGET)
+    # The compile column beside every speed row: the program that row times, dmljax's and native's.
+    assert r["compile_dmljax_s"] > 0 and r["compile_native_s"] > 0, r["name"]
+    assert r["compile_ratio"] == pytest.approx(r["compile_dmljax_s"] / r["compile_native_s"]), r["name"]
   # A workload with a gradient has a grad row; one without has none.
   for w in report["workloads"]:
     phases = {r["phase"] for r in rows if r["name"] == w["name"]}
@@ -185,6 +191,14 @@ def test_cli_options_parse() -> None:
   assert (args.only, args.rounds, args.repeats, str(args.out), args.short) == ("reduce", 3, 3, "/tmp/x", False)
   assert args.no_torch and args.no_onnx and args.no_eager and not args.evict
   assert matrix.parse_args(["--short"]).rounds == 2
+  assert (matrix.parse_args([]).rounds, matrix.parse_args([]).compile_rounds, matrix.parse_args([]).cpus) == (
+    11,
+    3,
+    None,
+  )
+  assert matrix.parse_args(["--cpus", "1,0"]).cpus == [0, 1]
+  with pytest.raises(SystemExit):
+    matrix.parse_args(["--cpus", "first"])
   with pytest.raises(SystemExit):
     matrix.parse_args(["--rounds", "0"])
 

@@ -396,7 +396,9 @@ OPS: tuple[Op, ...] = (
 
 # Paths -------------------------------------------------------------------------------------------------------
 
-BRANCHES: tuple[str, ...] = ("auto", *platform.BRANCHES)  # "auto": the platform's own choice (CPU here)
+# "auto": the platform's own choice (CPU here, with the compiled CPU kernels where built); "cpu_no_kernel": the
+# CPU branch without them (a build without a C++ compiler: XLA's top-k selections, REDUCE MAX/MIN's composition).
+BRANCHES: tuple[str, ...] = ("auto", *platform.BRANCHES, "cpu_no_kernel")
 
 
 def _strategy_branch(name: str) -> platform.Branch:
@@ -413,6 +415,8 @@ def _choice(path: str) -> contextlib.AbstractContextManager[Any]:
   if path.startswith("strategy:"):
     name = path.removeprefix("strategy:")
     return platform.choosing(branch=_strategy_branch(name), top_k=name, interpret=True)
+  if path == "cpu_no_kernel":
+    return platform.choosing(branch="cpu", top_k=None, interpret=True, cpu_kernel=False)
   return platform.choosing(branch=path, top_k=None, interpret=True)
 
 

@@ -23,7 +23,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from _helpers import assert_bitwise_equal, bits, x64
-from reference import ref_top_k
+from reference import ref_extreme, ref_top_k
 
 import dmljax as dml
 from dmljax._src import cpu_kernel_library, platform, rank_keys
@@ -281,3 +281,88 @@ def test_the_library_reports_the_ffi_api_it_was_built_against() -> None:
   info = cpu_kernel_library.build_info(pathlib.Path(library._name))
   if info is not None:  # a library built by this version of setup.py
     assert info["built"] is True and info["ffi_api"] == f"{encoded // 1000}.{encoded % 1000}"
+
+
+# REDUCE MAX/MIN (csrc/cpu_reduce_extreme.cc, reduce_extreme._by_kernel) -------------------------------------------
+
+REDUCE_TYPES = tuple(np.dtype(t) for t in (np.float32, np.float16, np.int8, np.int16, np.int32, np.uint8, np.uint32))
+REDUCE_TYPES += (BFLOAT16,)
+# (shape, axes): rows inline and over threads, few long rows split into chunks, columns (the tiles of a leading
+# axis), middle axes, every axis, short rows of a small input.
+REDUCE_LAYOUTS = [
+  ((6, 4096), (1,)),
+  ((64, 8192), (1,)),
+  ((2, 300000), (1,)),
+  ((1000, 300), (0,)),
+  ((3, 200, 1500), (1,)),
+  ((4, 64, 65), (0, 1)),
+  ((48, 1024), (0, 1)),
+  ((256, 8), (1,)),
+]
+
+
+def _extreme_sample(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+  """Random bits with every class mixed in: NaNs of both signs, both zeros, infinities, subnormals."""
+  unsigned = _unsigned(dtype)
+  raw = rng.integers(0, np.iinfo(unsigned).max, size=shape, dtype=np.uint64, endpoint=True).astype(unsigned)
+  x = raw.view(dtype)
+  if dtype.kind == "f":
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan], np.float64).astype(dtype)
+    mask = rng.random(shape) < 0.02
+    x[mask] = rng.choice(specials, int(mask.sum()))
+  return x
+
+
+def _kernel_extreme(x: Any, kind: str, axes: tuple[int, ...]) -> jax.Array:
+  fn = jax.jit(lambda v: dml.reduce(v, kind, axes, keepdims=True, promote_integers=False))
+  assert cpu_kernel_library.REDUCE_EXTREME_TARGET in fn.lower(x).as_text()  # the kernel runs, not the composition
+  return fn(x)
+
+
+@needs_kernel
+@pytest.mark.parametrize(("shape", "axes"), REDUCE_LAYOUTS, ids=str)
+@pytest.mark.parametrize("dtype", REDUCE_TYPES, ids=str)
+def test_reduce_kernel_matches_the_reference(dtype: np.dtype, shape: tuple[int, ...], axes: tuple[int, ...]) -> None:
+  x = _extreme_sample(np.random.default_rng([dtype.num, *shape]), dtype, shape)
+  for kind in ("max", "min"):
+    assert_bitwise_equal(_kernel_extreme(x, kind, axes), ref_extreme(x, kind, axes), f"{dtype.name} {kind} {shape}")
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", [np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.uint64)], ids=str)
+def test_reduce_kernel_of_64_bit_types(dtype: np.dtype) -> None:
+  with x64():
+    for shape, axes in REDUCE_LAYOUTS[:4]:
+      x = _extreme_sample(np.random.default_rng([dtype.num, *shape]), dtype, shape)
+      for kind in ("max", "min"):
+        assert_bitwise_equal(_kernel_extreme(x, kind, axes), ref_extreme(x, kind, axes), f"{kind} {shape}")
+
+
+@needs_kernel
+def test_reduce_kernel_under_vmap_grad_and_jvp() -> None:
+  x = _extreme_sample(np.random.default_rng(5), np.dtype(np.float32), (3, 8, 512))
+  want = ref_extreme(x, "max", (2,))[..., 0]
+  vmapped = jax.jit(jax.vmap(lambda v: dml.reduce(v, "max", 1)))
+  assert cpu_kernel_library.REDUCE_EXTREME_TARGET in vmapped.lower(x).as_text()
+  assert_bitwise_equal(vmapped(x), want, "vmap")
+  finite = np.random.default_rng(6).normal(size=(4, 512)).astype(np.float32)
+  g = jax.jit(jax.grad(lambda v: dml.reduce(v, "max", 1).sum()))(finite)
+  assert np.array_equal(np.asarray(g), (finite == finite.max(1, keepdims=True)).astype(np.float32))
+  _, tangent = jax.jvp(lambda v: dml.reduce(v, "min", 1), (finite,), (np.ones_like(finite),))
+  np.testing.assert_array_equal(np.asarray(tangent), np.ones(4, np.float32))
+
+
+@needs_kernel
+def test_reduce_kernel_stays_out_of_exports_programs_of_several_devices_and_a_choice_without_it() -> None:
+  x = np.random.default_rng(7).normal(size=(8, 1024)).astype(np.float32)
+  want = ref_extreme(x, "max", (1,))[:, 0]
+  exported = jax.export.export(jax.jit(lambda v: dml.reduce(v, "max", 1)))(x)
+  assert cpu_kernel_library.REDUCE_EXTREME_TARGET not in exported.mlir_module()
+  assert_bitwise_equal(exported.call(x), want, "export")
+  mesh = jax.make_mesh((len(jax.devices()),), ("d",), axis_types=(jax.sharding.AxisType.Auto,))
+  sharded = jax.device_put(x, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d")))
+  lowered = jax.jit(lambda v: dml.reduce(v, "max", 1)).lower(sharded)
+  assert cpu_kernel_library.REDUCE_EXTREME_TARGET not in lowered.as_text()
+  assert_bitwise_equal(lowered.compile()(sharded), want, "sharded")
+  with platform.choosing(cpu_kernel=False):
+    assert cpu_kernel_library.REDUCE_EXTREME_TARGET not in jax.jit(lambda v: dml.reduce(v, "min", 1)).lower(x).as_text()

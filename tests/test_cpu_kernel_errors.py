@@ -1,11 +1,12 @@
-"""The CPU kernel's error path: a C++ exception in the kernel is a Python error, never a terminated process.
+"""The CPU kernels' error path: a C++ exception in a kernel is a Python error, never a terminated process.
 
-The kernel (csrc/cpu_top_k.cc) catches every C++ exception, on the calling thread or on a thread of XLA's pool,
-and returns it to XLA as an FFI error. The exceptions are real ones, thrown where the kernel's work runs: the
-library reads ``DMLJAX_CPU_KERNEL_FAULT`` once per process, and with it set the first unit of work of every
-call throws ``std::bad_alloc`` (as a failed buffer allocation would), a ``std::runtime_error`` or an ``int``
-(no ``std::exception`` at all). Each runs in a process of its own, on a small input (run on the calling thread)
-and a large one (spread over the pool's threads), and the process must go on afterwards.
+The kernels (csrc/cpu_top_k.cc, csrc/cpu_reduce_extreme.cc) catch every C++ exception, on the calling thread or
+on a thread of XLA's pool, and return it to XLA as an FFI error. The exceptions are real ones, thrown where the
+kernels' work runs: the library reads ``DMLJAX_CPU_KERNEL_FAULT`` once per process, and with it set the first
+unit of work of every call throws ``std::bad_alloc`` (as a failed buffer allocation would), a
+``std::runtime_error`` or an ``int`` (no ``std::exception`` at all). Each runs in a process of its own, on a
+small input (run on the calling thread) and a large one (spread over the pool's threads), for each kernel, and
+the process must go on afterwards.
 """
 
 from __future__ import annotations
@@ -43,15 +44,23 @@ for name, shape in (("calling thread", (4, 1000)), ("pool threads", (64, 8192)))
       results[name] = "no error"
     except Exception as error:
       results[name] = f"{type(error).__name__}: {error}"
+  fn = jax.jit(lambda x: dml.reduce(x, "max", 1))
+  assert cpu_kernel_library.REDUCE_EXTREME_TARGET in fn.lower(x).as_text()
+  try:
+    np.asarray(fn(x))
+    results[f"reduce, {name}"] = "no error"
+  except Exception as error:
+    results[f"reduce, {name}"] = f"{type(error).__name__}: {error}"
 values, _ = jax.jit(lambda x: jax.lax.top_k(x, 5))(x)  # the process goes on: XLA still runs programs
 results["after"] = bool(np.all(np.asarray(values) == -np.sort(-x, axis=1)[:, :5]))
 print("RESULTS " + json.dumps(results))
 """
 
+# Every part a message must hold; {kernel} is the kernel's name (the top-k kernel's, or REDUCE MAX/MIN's).
 _EXPECTED = {
-  "bad_alloc": ["RESOURCE_EXHAUSTED", "dmljax_cpu_top_k: out of memory", "DMLJAX_CPU_KERNEL=0"],
-  "runtime_error": ["INTERNAL", "dmljax_cpu_top_k: fault injected by DMLJAX_CPU_KERNEL_FAULT", "please report it"],
-  "unknown": ["INTERNAL", "dmljax_cpu_top_k: an unknown C++ exception", "please report it"],
+  "bad_alloc": ["RESOURCE_EXHAUSTED", "{kernel}: out of memory", "DMLJAX_CPU_KERNEL=0"],
+  "runtime_error": ["INTERNAL", "{kernel}: fault injected by DMLJAX_CPU_KERNEL_FAULT", "please report it"],
+  "unknown": ["INTERNAL", "{kernel}: an unknown C++ exception", "please report it"],
 }
 
 
@@ -67,6 +76,8 @@ def test_an_exception_in_the_kernel_is_a_python_error(fault: str) -> None:
   line = next(line for line in run.stdout.splitlines() if line.startswith("RESULTS "))
   results = json.loads(line.removeprefix("RESULTS "))
   assert results.pop("after") is True
+  assert len(results) == 4
   for where, message in results.items():
+    kernel = "dmljax_cpu_reduce_extreme" if where.startswith("reduce") else "dmljax_cpu_top_k"
     for part in _EXPECTED[fault]:
-      assert part in message, f"{fault} on the {where}: {part!r} not in {message!r}"
+      assert part.format(kernel=kernel) in message, f"{fault} on the {where}: {part!r} not in {message!r}"

@@ -33,7 +33,16 @@ from jax.sharding import PartitionSpec as P
 from reference import ref_arg_reduce, ref_gather_nd, ref_one_hot, ref_reduce, ref_top_k
 
 import dmljax as dml
-from dmljax._src import cpu_kernel_library, gather_nd, index_math, platform, rank_keys, selection, trailing_peak
+from dmljax._src import (
+  cpu_kernel_library,
+  gather_nd,
+  index_math,
+  platform,
+  rank_keys,
+  reduce_extreme,
+  selection,
+  trailing_peak,
+)
 from dmljax._src import reduce as reduce_lib
 from dmljax._src.strategies import dispatch, one_pass, peak, sort
 
@@ -359,10 +368,23 @@ PATHS: list[Path] = [
     reaches=((one_pass, "kernel_top_k"),),
   ),
   _top_k_row("top_k/increasing_axis0", (24, 8), 4, 0, "cpu", direction="increasing", other_axis=1),
-  # argmin/argmax: top-1 selection over trailing axes on CPU (last=True for DECREASING); one variadic reduction
-  # of (key, index) pairs elsewhere (GPUs, TPUs, non-trailing axes, explicitly sharded axes: the sharding
-  # columns).
-  _arg_row("argmax/cpu_top1", (6, 40), (1,), "cpu", reaches=((selection, "top_k_last_axis"),)),
+  # argmin/argmax over trailing axes on CPU: on one device REDUCE's halving (blocks' peaks, then the peak's
+  # block read again; rows too short for blocks: two passes), on several devices or under a forced top-k
+  # strategy a top-1 selection (last=True for DECREASING); one variadic reduction of (key, index) pairs
+  # elsewhere (GPUs, TPUs, other axes, explicitly sharded axes: the sharding columns).
+  _arg_row("argmax/cpu_blocks", (6, 1024), (1,), "cpu", reaches=((reduce_extreme, "peak_position"),)),
+  _arg_row("argmin/cpu_blocks_last", (6, 1024), (1,), "cpu", direction="decreasing"),
+  _arg_row("argmax/leading_axis", (96, 5), (0,), None, reaches=((peak, "peak_index"),)),
+  _arg_row("argmax/cpu_two_passes", (6, 40), (1,), "cpu", reaches=((reduce_extreme, "_first_holding"),)),
+  _arg_row(
+    "argmax/cpu_top1",
+    (6, 40),
+    (1,),
+    "cpu",
+    setup=_strategy("cpu_key_view"),
+    reaches=((selection, "top_k_last_axis"),),
+    avoids=((reduce_extreme, "peak_position"),),
+  ),
   _arg_row(
     "argmax/cuda_reduction",
     (6, 40),
@@ -391,7 +413,15 @@ PATHS: list[Path] = [
     reaches=((peak, "peak_index"),),
     avoids=((selection, "top_k_last_axis"),),
   ),
-  _arg_row("argmin/cpu_top1_last", (6, 40), (1,), "cpu", direction="decreasing", reaches=((selection, "local_top_k"),)),
+  _arg_row(
+    "argmin/cpu_top1_last",
+    (6, 40),
+    (1,),
+    "cpu",
+    direction="decreasing",
+    setup=_strategy("cpu_key_view"),
+    reaches=((selection, "local_top_k"),),
+  ),
   _arg_row("argmin/cpu_trailing_pair", (4, 8, 10), (1, 2), "cpu", other_axis=0),
   _arg_row("argmin/non_trailing", (8, 6, 8), (0, 2), None, other_axis=1, reaches=((peak, "peak_index"),)),
   _arg_row("argmax/non_trailing_last", (8, 6, 8), (0, 1), None, direction="decreasing", other_axis=2),

@@ -1,22 +1,42 @@
 """REDUCE MAX/MIN of floats, bit for bit: IEEE 754-2019 maximum/minimum zeros, the NaN with the largest bits.
 
-Every axis layout the fused CPU path reshapes (trailing, leading, middle, several, all, apart), odd lengths,
-long rows, ``vmap`` (whose rule keeps the NaN fix-up a one-branch ``lax.cond``), ``jit`` and ``grad``,
-against the NumPy reference; and the compiled program's temporaries stay a fraction of the input.
+Every axis layout the fused CPU path reshapes (trailing, leading, middle, several, all; apart, which XLA's
+reduction takes), odd lengths (halves that overlap), long rows (split into parts), ``vmap`` (whose rule keeps
+the NaN fix-up a one-branch ``lax.cond``), ``jit`` and ``grad``, against the NumPy reference; and the compiled
+program's temporaries stay a fraction of the input.
+
+These tests run REDUCE's XLA composition (the compiled CPU kernel's are in tests/test_cpu_kernel.py). A one-device
+program takes the fused CPU path whatever the process's device count (the choice is the
+program's: tests/test_sharding.py checks that a program over several devices takes XLA's reduction), so this
+file runs it here, in the suite's 8-device process, and tests/test_one_device_process.py runs the whole file
+again in a process of one device, where a user on a laptop is; ``test_one_device_programs_take_the_halving``
+checks from the lowered program that the halving is what ran.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Iterator
 
 import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-from _helpers import assert_bitwise_equal
+from _helpers import assert_bitwise_equal, maximum_reduction_lengths
 from reference import ref_extreme
 
 import dmljax as dml
 from dmljax._src import platform
+
+
+@pytest.fixture(autouse=True)
+def composition() -> Iterator[None]:
+  """The XLA composition (the compiled CPU kernel's own tests: tests/test_cpu_kernel.py), as a build without a
+  C++ compiler runs it, and as every platform but CPU does."""
+  with platform.choosing(cpu_kernel=False):
+    yield
+
 
 FLOATS = [
   np.dtype(np.float32),
@@ -101,7 +121,14 @@ LAYOUTS = [
   ((2, 3, 4), ()),
   ((2, 70000), (1,)),
   ((65, 3), (0,)),
+  ((300, 16), (1,)),
+  ((3, 4096), (1,)),  # blocks of 128 along the minor axis, then their results
+  ((2, 96, 3), (1,)),  # blocks of 16 (of 8 for types made bits first) rows apart, then a reduction
+  ((320, 2), (0,)),
 ]
+# Reduced axes next to each other: the layouts the halving takes (the others, reduced axes apart or none, take
+# XLA's reduction or nothing).
+HALVED = [(shape, axes) for shape, axes in LAYOUTS if axes and axes == tuple(range(axes[0], axes[-1] + 1))]
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
@@ -139,8 +166,63 @@ def test_compiled_temporaries_are_a_fraction_of_the_input() -> None:
   x = jax.ShapeDtypeStruct((64, 16384), jnp.float32)
   size = 64 * 16384 * 4
   for kind in ("max", "min"):
-    # The CPU branch forced: the suite's process has 8 CPU devices, where an unforced program takes XLA's reduce.
-    with platform.choosing(branch="cpu"):
-      compiled = jax.jit(lambda a, kind=kind: dml.reduce(a, kind, 1)).lower(x).compile()
+    compiled = jax.jit(lambda a, kind=kind: dml.reduce(a, kind, 1)).lower(x).compile()
     temporaries = compiled.memory_analysis().temp_size_in_bytes
     assert temporaries <= size // 3, (kind, temporaries)
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(ml_dtypes.float8_e5m2)], ids=lambda d: d.name)
+@pytest.mark.parametrize(("shape", "axes"), HALVED, ids=[f"{s}-{a}" for s, a in HALVED])
+def test_one_device_programs_take_the_halving(dtype: np.dtype, shape: tuple[int, ...], axes: tuple[int, ...]) -> None:
+  """In any process, a one-device program reduces by halving: no maximum reduction left over more than the
+  halving's last 16 elements (or the 64 parts a long row is split into), where XLA's reduces every element."""
+  x = jax.ShapeDtypeStruct(shape, dtype)
+  for kind in ("max", "min"):
+    lowered = jax.jit(lambda a, kind=kind: dml.reduce(a, kind, axes)).lower(x).as_text()
+    lengths = maximum_reduction_lengths(lowered)
+    assert max(lengths, default=0) <= 64 < math.prod(shape[a] for a in axes) or max(lengths, default=0) <= 16, (
+      kind,
+      lengths,
+    )
+
+
+def _with_negative_nans(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+  """:func:`_sample` with the type's negative NaNs (the key's wrapped values) in about a third of the rows."""
+  x = _sample(rng, dtype, shape)
+  bits = x.reshape(-1, shape[-1]).view(f"u{dtype.itemsize}")
+  with np.errstate(invalid="ignore"):
+    patterns = np.arange(256, dtype=np.uint8)
+    negative_nans = patterns[np.isnan(patterns.view(dtype).astype(np.float32)) & (patterns >= 128)]
+  rows = np.flatnonzero(rng.random(bits.shape[0]) < 0.3)
+  bits[rows, rng.integers(0, shape[-1], rows.size)] = rng.choice(negative_nans, rows.size)
+  return x
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(ml_dtypes.float8_e5m2), np.dtype(ml_dtypes.float8_e4m3fn)], ids=str)
+@pytest.mark.parametrize(("shape", "axes"), [((300, 16), (1,)), ((5000, 3), (1,)), ((2, 4100), (1,))], ids=str)
+def test_wrapped_narrow_keys_are_reduced_right(dtype: np.dtype, shape: tuple[int, ...], axes: tuple[int, ...]) -> None:
+  """float8's keys wrap (negative NaNs move to the top): every XLA reduction of them is right, the halving's
+  last one over rows of 16 included (4800 keys: where XLA:CPU's 8-bit reduction of wrapped keys goes wrong)."""
+  x = _with_negative_nans(np.random.default_rng([shape[0], dtype.num]), dtype, shape)
+  for kind in ("max", "min"):
+    assert_bitwise_equal(dml.reduce(x, kind, axes, keepdims=True), ref_extreme(x, kind, axes), f"{kind} {shape}")
+
+
+def test_the_xla_cpu_narrow_reduction_the_guard_avoids() -> None:
+  """The minimal program: XLA:CPU's maximum (minimum) of 4096 or more 8-bit integers is wrong when a wrapping
+  subtraction (addition) is fused into the reduction: the wrap is lost. 16-bit integers and the same
+  reduction made eagerly (nothing fused) are right. REDUCE reduces its own wrapped 8-bit keys as int32
+  (``reduce_extreme``, ``wrapping_key``); when this test fails, XLA:CPU is fixed and that guard can go.
+  """
+  signed = np.zeros(4096, np.int8)
+  signed[1] = -128  # -128 - 3 wraps to 125, the maximum
+  unsigned = np.zeros(4096, np.uint8)
+  unsigned[1] = 255  # 255 + 3 wraps to 2, the minimum
+  fused_max = jax.jit(lambda a: jnp.max(a - np.int8(3)))
+  fused_min = jax.jit(lambda a: jnp.min(a + np.uint8(3)))
+  assert (int(fused_max(signed)), int(fused_min(unsigned))) == (-3, 3)  # the wrap lost: 125 and 2 are right
+  assert int(fused_max(signed[:4095])) == 125  # fewer than 4096 elements: right
+  assert int(jnp.max(jnp.asarray(signed) - np.int8(3))) == 125  # eagerly (nothing fused): right
+  wide = signed.astype(np.int16)
+  wide[1] = np.iinfo(np.int16).min
+  assert int(jax.jit(lambda a: jnp.max(a - np.int16(3)))(wide)) == np.iinfo(np.int16).max - 2

@@ -16,11 +16,13 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
-from _helpers import load_example
+from _helpers import load_example, maximum_reduction_lengths
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
+from reference import ref_extreme
 
 import dmljax as dml
 from dmljax._src import platform, selection
@@ -321,3 +323,35 @@ def test_multiply_along_an_explicitly_sharded_axis(axes: tuple[int, ...] | None,
   got = (jax.jit(fn) if jit else fn)(placed)
   want = np.prod(x.astype(np.float64), axis=axes, keepdims=True)
   np.testing.assert_allclose(np.asarray(got), want, rtol=64 * np.finfo(np.float32).eps)
+
+
+def _negative_nans(shape: tuple[int, ...]) -> np.ndarray:
+  """float8_e5m2 normal values with a negative NaN (a key that wraps to the top) in every other row."""
+  x = np.random.default_rng(29).normal(size=shape).astype(ml_dtypes.float8_e5m2)
+  x.view(np.uint8)[::2, 3] = 0xFE
+  return x
+
+
+@pytest.mark.parametrize("kind", ["auto", "explicit", "shard_map", "one device"])
+def test_reduce_max_chooses_its_path_from_the_program(kind: str) -> None:
+  """REDUCE MAX on CPU halves the rows in a program of one device (or inside a shard_map manual over every mesh
+  axis, where each device reduces its own block) and takes XLA's reduction in a program spread over several
+  devices, whatever the process's device count; float8 keys wrap, and both paths reduce them right."""
+  x = _negative_nans((64, 4096))
+  want = ref_extreme(x, "max", (1,))[:, 0]
+  mesh = _mesh("explicit" if kind == "explicit" else "auto")
+
+  def fn(v: jax.Array) -> jax.Array:
+    return dml.reduce(v, "max", 1)
+
+  if kind == "shard_map":
+    fn = jax.shard_map(fn, mesh=mesh, in_specs=P(("b", "x")), out_specs=P(("b", "x")))
+  arg = x if kind == "one device" else jax.device_put(x, NamedSharding(mesh, P(("b", "x"))))
+  with platform.choosing(cpu_kernel=False):  # the composition (a one-device program runs the kernel where built)
+    lowered = jax.jit(fn).lower(arg)
+  lengths = maximum_reduction_lengths(lowered.as_text())
+  if kind in ("auto", "explicit"):
+    assert max(lengths) >= 4096 // 8, lengths  # XLA's reduction of every (local) element of a row
+  else:
+    assert max(lengths, default=0) <= 16, lengths  # the halving's last 16
+  np.testing.assert_array_equal(np.asarray(lowered.compile()(arg)).view(np.uint8), want.view(np.uint8))

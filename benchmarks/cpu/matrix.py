@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python -m benchmarks.cpu.matrix                   # the full matrix, about 10 minutes on 2 cores
+    python -m benchmarks.cpu.matrix                   # the full matrix, about 20 minutes on 2 cores
     python -m benchmarks.cpu.matrix --short           # a few tiny rows, 2 rounds: seconds (the test suite runs it)
     python -m benchmarks.cpu.matrix --only reduce     # rows whose name matches a regular expression
     python -m benchmarks.cpu.matrix --only sampling --rounds 15
@@ -65,8 +65,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
   parser.add_argument("--short", action="store_true", help="a few tiny rows, 2 rounds: a smoke run of seconds")
   parser.add_argument("--only", default=None, help="regular expression on row names (e.g. 'reduce', 'sampling')")
-  parser.add_argument("--rounds", type=int, default=None, help="interleaved timed rounds per row (default 7)")
-  parser.add_argument("--compile-rounds", type=int, default=None, help="trace+compile rounds per workload (default 1)")
+  parser.add_argument("--rounds", type=int, default=None, help="interleaved timed rounds per row (default 11)")
+  parser.add_argument("--compile-rounds", type=int, default=None, help="trace+compile rounds per program (default 3)")
   parser.add_argument("--model-rounds", type=int, default=None, help="trace+compile rounds per whole program (2)")
   parser.add_argument("--min-sample", type=float, default=None, help="seconds a timed sample lasts at least")
   parser.add_argument("--warmup", type=int, default=3, help="untimed calls before timing (as benchmarks.cpu.run)")
@@ -79,15 +79,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
   parser.add_argument(
     "--render", type=Path, default=None, help="run nothing: rewrite this JSON's .md and the docs' section from it"
   )
+  parser.add_argument(
+    "--cpus",
+    default=None,
+    help="CPUs to pin the process to, e.g. '0,1' (default: every CPU it may use when it starts, pinned: the "
+    "scheduler cannot move it onto others mid-run)",
+  )
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--quiet", action="store_true")
   args = parser.parse_args(argv)
-  args.rounds = args.rounds if args.rounds is not None else (2 if args.short else 7)
-  args.compile_rounds = args.compile_rounds if args.compile_rounds is not None else 1
+  args.rounds = args.rounds if args.rounds is not None else (2 if args.short else 11)
+  args.compile_rounds = args.compile_rounds if args.compile_rounds is not None else (1 if args.short else 3)
   args.model_rounds = args.model_rounds if args.model_rounds is not None else (1 if args.short else 2)
   args.min_sample = args.min_sample if args.min_sample is not None else (0.0 if args.short else 0.02)
   if args.rounds < 1:
     parser.error("--rounds must be at least 1")
+  try:
+    args.cpus = sorted({int(c) for c in args.cpus.split(",")}) if args.cpus else None
+  except ValueError:
+    parser.error(f"--cpus takes CPU numbers separated by commas, e.g. 0,1; got {args.cpus!r}")
   # What benchmarks.harness.measure reads: the dmljax and native JAX contenders only.
   args.repeats, args.no_eager, args.no_torch, args.no_onnx = args.rounds, True, True, True
   return args
@@ -128,6 +138,9 @@ def phase_rows(row: Row, w: dict[str, Any]) -> list[dict[str, Any]]:
     if phase == "grad" and not w["has_gradient"]:
       continue
     timed = w[key]
+    compile_times = w.get("trace_compile" if phase == "forward" else "trace_compile_fwd_bwd", {})
+    compile_mine = compile_times.get("dmljax", {}).get("median_s")
+    compile_native = compile_times.get(native, {}).get("median_s")
     ratio = w["ratios"].get(key, {}).get("jax")
     mine_temp = w["contenders"].get("dmljax", {}).get(temps)
     native_temp = w["contenders"].get(native, {}).get(temps)
@@ -156,6 +169,9 @@ def phase_rows(row: Row, w: dict[str, Any]) -> list[dict[str, Any]]:
         "dmljax_temp_bytes": mine_temp,
         "native_temp_bytes": native_temp,
         "full_size_temps": full_size,
+        "compile_dmljax_s": compile_mine,
+        "compile_native_s": compile_native,
+        "compile_ratio": None if compile_mine is None or not compile_native else compile_mine / compile_native,
         "target": target,
         "errors": errors,
       }
@@ -197,7 +213,20 @@ def _stem(args: argparse.Namespace) -> str:
   return stem
 
 
+def pin(cpus: Sequence[int] | None) -> list[int]:
+  """Pins this process (XLA's threads with it) to ``cpus``, by default every CPU it may use now; returns them.
+
+  A fixed set: every sample runs on the same CPUs (where the OS offers no affinity, nothing is pinned).
+  """
+  if not hasattr(os, "sched_setaffinity"):
+    return []
+  chosen = set(cpus) if cpus else os.sched_getaffinity(0)
+  os.sched_setaffinity(0, chosen)
+  return sorted(os.sched_getaffinity(0))
+
+
 def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
+  cpus = pin(args.cpus)
   clock = timing.Stopwatch()
   uptime_start = _uptime()
   load_start = os.getloadavg()[0]
@@ -239,6 +268,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
       "compile_rounds": args.compile_rounds,
       "model_rounds": args.model_rounds,
       "min_sample_s": args.min_sample,
+      "cpus": cpus,
       "warmup": args.warmup,
       "pool": args.pool,
       "evict": args.evict,

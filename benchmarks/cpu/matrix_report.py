@@ -64,6 +64,24 @@ def _flag_text(row: dict[str, Any]) -> str:
   return ", ".join(marks[f] for f in flags(row)) or "ok"
 
 
+def compile_entries(report: dict[str, Any]) -> list[dict[str, Any]]:
+  """Trace + compile of every scored program: each row's (forward and grad), or in a summary written before the
+  rows carried them, each workload's forward program."""
+  scored = [r for r in report["rows"] if r["operator"] != "A/A"]
+  if any(r.get("compile_ratio") is not None for r in scored):
+    return [
+      {
+        "name": f"{r['name']} ({r['phase']})",
+        "dmljax_s": r["compile_dmljax_s"],
+        "native_s": r["compile_native_s"],
+        "ratio": r["compile_ratio"],
+      }
+      for r in scored
+      if r.get("compile_ratio") is not None
+    ]
+  return [c for c in report["compile"] if c.get("ratio") is not None and not c["name"].startswith("A/A")]
+
+
 def summary(report: dict[str, Any]) -> dict[str, Any]:
   """Counts by group and size class, the rows over target, the compile rows over target, the A/A noise."""
   scored = [r for r in report["rows"] if r["operator"] != "A/A"]
@@ -88,7 +106,7 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
           else {"name": worst["name"], "phase": worst["phase"], "ratio": worst["paired_ratio"]},
         }
       )
-  compiled = [c for c in report["compile"] if c.get("ratio") is not None and not c["name"].startswith("A/A")]
+  compiled = compile_entries(report)
   return {
     "rows": len(scored),
     "within": sum(1 for r in scored if not flags(r)),
@@ -126,6 +144,7 @@ def conditions_text(report: dict[str, Any]) -> str:
     f"{s['rounds']} interleaved rounds per row (samples of at least {s['min_sample_s'] * 1e3:g} ms, "
     f"caches {'flushed' if s['evict'] else 'not flushed'} before each), "
     f"trace + compile {s['compile_rounds']} round(s)."
+    + (f" Pinned to CPUs {', '.join(map(str, s['cpus']))}." if s.get("cpus") else "")
   )
 
 
@@ -150,6 +169,15 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   lines += ["| " + " | ".join(row) + " |" for row in rows]
   return lines
+
+
+def _compile_text(row: dict[str, Any], target: float) -> str:
+  """A row's trace + compile: both times and their ratio, flagged over ``target``."""
+  if row.get("compile_ratio") is None:
+    return "–"
+  mark = f" ✗ >{target:.0f}" if row["compile_ratio"] > target else ""
+  mine, native = seconds_text(row["compile_dmljax_s"]), seconds_text(row["compile_native_s"])
+  return f"{mine} / {native} = {row['compile_ratio']:.2f}{mark}"
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -192,7 +220,18 @@ def markdown(report: dict[str, Any]) -> str:
     "## Rows",
     "",
     *_table(
-      ("row", "phase", "native form", "dmljax", "native", "ratio [IQR]", "flag", "temps dmljax", "temps native"),
+      (
+        "row",
+        "phase",
+        "native form",
+        "dmljax",
+        "native",
+        "ratio [IQR]",
+        "flag",
+        "temps dmljax",
+        "temps native",
+        "trace + compile dmljax / native",
+      ),
       (
         (
           r["name"],
@@ -204,6 +243,7 @@ def markdown(report: dict[str, Any]) -> str:
           _flag_text(r),
           bytes_text(r.get("dmljax_temp_bytes")),
           bytes_text(r.get("native_temp_bytes")),
+          _compile_text(r, t["compile_target"]),
         )
         for r in report["rows"]
       ),
@@ -312,10 +352,13 @@ def rst_block(report: dict[str, Any], source: str) -> str:
       "holds them), the last axis, the first axis and all axes, forward and gradient, at a large size (4 MiB inputs) "
       "and at the small sizes of a decoding step (8, 1000), MoE routing (256, 8) and per-example code under "
       "``jax.vmap`` (64 rows of 100); with ``dmljax.sampling`` against the recipes users write, the compiled temporary "
-      "bytes of both programs, trace + compile time, and two whole programs. It uses the benchmark's own timing "
-      "(``benchmarks/harness/timing.py``: interleaved rounds, the median of same-round ratios dmljax / native) and "
+      "bytes of both programs, the trace + compile time of both beside every row (forward and gradient programs, "
+      "each compiled as a fresh function), and two whole programs. It uses the benchmark's own timing "
+      "(``benchmarks/harness/timing.py``: interleaved rounds in a new random order each, the median of same-round "
+      "ratios dmljax / native) with the process pinned to a fixed set of CPUs (``os.sched_setaffinity``; every CPU "
+      "it may use when it starts, or ``--cpus``), 11 rounds per row and 3 trace + compile rounds per program, and "
       "adds A/A control rows (a native call against a separately compiled copy of itself): an A/A ratio away from 1.00 "
-      "is noise the targets cannot see through, and such a run decides nothing. The full matrix is sized for about 10 "
+      "is noise the targets cannot see through, and such a run decides nothing. The full matrix is sized for about 20 "
       "minutes on 2 quiet cores; ``--short`` runs a few tiny rows in seconds (the test suite runs it), ``--only "
       "REGEX`` a part (``--only reduce``, ``--only sampling``), ``--rounds N`` sets the rounds. Every full run "
       "rewrites this section from its JSON (``--render JSON`` rewrites it alone); every row is in "
@@ -348,7 +391,7 @@ def rst_block(report: dict[str, Any], source: str) -> str:
       f"{t['compile_target']:.0f}× native (whole programs: {t['model_target']:.1f}×). {s['within']} of {s['rows']} "
       f"rows hold them; {len(s['over_speed'])} are over the speed target, {len(s['full_size_temps'])} hold "
       f"full-size temporaries, {len(s['errors'])} failed; trace + compile is within {t['compile_target']:.0f}× on "
-      f"{s['compile_rows'] - len(s['compile_over'])} of {s['compile_rows']} workloads. A/A controls (noise): "
+      f"{s['compile_rows'] - len(s['compile_over'])} of {s['compile_rows']} programs. A/A controls (noise): "
       f"{controls or 'none'}."
     ),
     "",
@@ -404,12 +447,13 @@ def rst_block(report: dict[str, Any], source: str) -> str:
       "",
     ]
   if s["compile_over"]:
-    worst = sorted((x for x in report["compile"] if x["name"] in s["compile_over"]), key=lambda x: -x["ratio"])
+    over = set(s["compile_over"])
+    worst = sorted((x for x in compile_entries(report) if x["name"] in over), key=lambda x: -x["ratio"])
     lines += [
       f"Trace + compile above {t['compile_target']:.0f}× native ({min(len(worst), 10)} of {len(worst)}, worst first):",
       "",
       *_simple_table(
-        ["workload", "dmljax", "native", "ratio"],
+        ["program", "dmljax", "native", "ratio"],
         [
           [x["name"], seconds_text(x["dmljax_s"]), seconds_text(x["native_s"]), f"{x['ratio']:.2f}"] for x in worst[:10]
         ],

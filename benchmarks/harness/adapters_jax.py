@@ -65,16 +65,22 @@ def jax_contender(
   )
 
 
-def add_jax_fwd_bwd(
-  c: Contender, fn: Callable[..., Any], inputs: Sequence[tuple[Any, ...]], cotangents: Sequence[Any], index: int | None
-) -> None:
-  """Adds the timed value-and-input-gradient (one ``jax.vjp`` for a given cotangent) under ``jax.jit``."""
+def fwd_bwd_function(fn: Callable[..., Any], index: int | None) -> Callable[..., tuple[Any, jax.Array]]:
+  """The value and the input's gradient for a given cotangent (one ``jax.vjp``): ``f(x, *rest, cotangent)``."""
 
   def loss_and_grad(x: jax.Array, *rest_and_ct: Any) -> tuple[Any, jax.Array]:
     *rest, ct = rest_and_ct
     out, pull = jax.vjp(lambda x_: value(fn(x_, *rest), index), x)
     return out, pull(ct)[0]
 
+  return loss_and_grad
+
+
+def add_jax_fwd_bwd(
+  c: Contender, fn: Callable[..., Any], inputs: Sequence[tuple[Any, ...]], cotangents: Sequence[Any], index: int | None
+) -> None:
+  """Adds the timed value-and-input-gradient (one ``jax.vjp`` for a given cotangent) under ``jax.jit``."""
+  loss_and_grad = fwd_bwd_function(fn, index)
   compiled, c.fwd_bwd_compile_s = timing.timed(
     lambda: jax.jit(loss_and_grad).lower(*inputs[0], cotangents[0]).compile()
   )

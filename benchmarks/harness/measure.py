@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks.harness import bandwidth, timing
-from benchmarks.harness.adapters_jax import add_jax_fwd_bwd, jax_contender, value
+from benchmarks.harness.adapters_jax import add_jax_fwd_bwd, fwd_bwd_function, jax_contender, value
 from benchmarks.harness.timing import Contender, Progress, error_text, time_interleaved
 from benchmarks.harness.workload import Workload
 from benchmarks.peers import adapters_onnx, adapters_torch
@@ -154,12 +154,16 @@ def run_workload(w: Workload, args: argparse.Namespace, progress: Progress, seed
   result["ratios"] = ratios(result)
   if args.compile_rounds and mine is not None:
     native = {name: fn for name, fn in w.jax.items() if name in result["forward"]}
+    shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in np_inputs[0]]
     progress.show(f"{w.name}: trace + compile")
-    result["trace_compile"] = timing.compile_times(
-      {"dmljax": w.dmljax, **native},
-      [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in np_inputs[0]],
-      args.compile_rounds,
-    )
+    result["trace_compile"] = timing.compile_times({"dmljax": w.dmljax, **native}, shapes, args.compile_rounds)
+    if fwd_bwd:
+      # The gradient programs too, each as the timed one: the value and the input's gradient for a cotangent.
+      cotangent = jax.eval_shape(lambda *a: value(w.dmljax(*a), w.value_output), *shapes)
+      grads = {name: fwd_bwd_function(fn, w.value_output) for name, fn in {"dmljax": w.dmljax, **native}.items()}
+      grads = {name: fn for name, fn in grads.items() if name in fwd_bwd}
+      progress.show(f"{w.name}: trace + compile (forward+backward)")
+      result["trace_compile_fwd_bwd"] = timing.compile_times(grads, [*shapes, cotangent], args.compile_rounds)
   return result
 
 

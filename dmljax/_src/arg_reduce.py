@@ -29,7 +29,18 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, fields, platform, rank_keys, selection, tensor_desc, trailing_peak
+from dmljax._src import (
+  descriptor_path,
+  dtypes,
+  fields,
+  platform,
+  rank_keys,
+  reduce_extreme,
+  selection,
+  shardings,
+  tensor_desc,
+  trailing_peak,
+)
 from dmljax._src.axes import AxisDirection
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -212,43 +223,58 @@ def arg_extreme(
   count = math.prod(x.shape[a] for a in axes)
   if count == 1:
     return jnp.zeros(out_shape, index_dtype)
-  key = rank_keys.extreme_key(x, find_max)
   flat_dtype: np.dtype = np.dtype(np.int32)
   if count - 1 > INT32_FLAT_LARGEST_INDEX:
     # The index type can hold count - 1 (checked), so uint32 does whenever x64 is off.
     flat_dtype = np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.uint32)
-  return _first_or_last_peak(key, axes, flat_dtype, last=last).astype(index_dtype).reshape(out_shape)
+  peak_index = _first_or_last_peak(x, axes, flat_dtype, find_max=find_max, last=last)
+  return peak_index.astype(index_dtype).reshape(out_shape)
 
 
-def _first_or_last_peak(key: jax.Array, axes: tuple[int, ...], flat_dtype: np.dtype, *, last: bool) -> jax.Array:
-  """The lowest (or highest) flat index over ``axes`` at which ``key`` takes its maximum.
+def _first_or_last_peak(
+  x: jax.Array, axes: tuple[int, ...], flat_dtype: np.dtype, *, find_max: bool, last: bool
+) -> jax.Array:
+  """The lowest (or highest) flat index over ``axes`` at which ``x``'s :func:`rank_keys.extreme_key` is largest.
 
-  * CPU, trailing axes: a top-1 selection of the flattened axes (XLA:CPU's vectorised selection, several
-    times faster there than a variadic reduction), each device flattening its own block
-    (:mod:`trailing_peak`; over one axis, :mod:`selection`), so along sharded axes one candidate per
-    device is exchanged. The last peak is the first of reversed rows.
-  * Otherwise (GPUs, TPUs, non-trailing axes): one variadic reduction of (key, flat index) pairs
+  * CPU, a program of one device, trailing axes: REDUCE's fused halving
+    (:func:`reduce_extreme.peak_position`), the keys computed where they are read, so that nothing near the
+    input's size is written (a top-1 selection reads the keys written out whole).
+  * CPU, several devices (or a forced top-k strategy), trailing axes: a top-1 selection of the flattened axes
+    (XLA:CPU's vectorised selection), each device flattening its own block (:mod:`trailing_peak`; over one
+    axis, :mod:`selection`), so along sharded axes one candidate per device is exchanged. The last peak is
+    the first of reversed rows.
+  * Otherwise (GPUs, TPUs, other axes): one variadic reduction of (key, flat index) pairs
     (:func:`peak.peak_index`), as ``jnp.argmax`` compiles, over several axes at once with no reshape (a
     relayout on TPUs). XLA's SPMD partitioner splits it over a sharded axis, on automatic and explicit
     axes alike, so only a peak and an index per shard cross devices. On TPUs it is one fusion that
     reads the input once; XLA's estimate puts it at or under the TopK custom call, whose top-1 over an
     axis split on automatic axes (device-count chunks) partitions into sorts of every shard.
   """
-  kept = key.ndim - len(axes)
-  trailing = axes == tuple(range(kept, key.ndim))
+  key_of = functools.partial(rank_keys.extreme_key, find_max=find_max)
+  trailing = axes == tuple(range(x.ndim - len(axes), x.ndim))
 
-  def by_reduction(key: jax.Array) -> jax.Array:
-    return peak.peak_index(key, axes, flat_dtype, last=last)
+  def by_reduction(x: jax.Array) -> jax.Array:
+    return peak.peak_index(key_of(x), axes, flat_dtype, last=last)
 
   if not trailing or flat_dtype != np.int32:
-    return by_reduction(key)
+    return by_reduction(x)
 
-  def by_selection(key: jax.Array) -> jax.Array:
+  def by_selection(x: jax.Array) -> jax.Array:
+    key = key_of(x)
     if len(axes) == 1:
       return selection.top_k_last_axis(key, 1, True, last)[1][..., 0]
     return trailing_peak.peak_index(key, len(axes), last=last)
 
-  return platform.branch(key, cpu=by_selection, default=by_reduction)
+  def by_halving(x: jax.Array) -> jax.Array:
+    return reduce_extreme.peak_position(x, axes, key_of, last=last)
+
+  if platform.current().top_k is not None:  # a forced strategy: the selection that runs it
+    return platform.branch(x, cpu=by_selection, default=by_reduction)
+
+  def cpu(x: jax.Array) -> jax.Array:
+    return shardings.by_program_devices(x, one_device=by_halving, several=by_selection, trace_several=True)
+
+  return platform.branch(x, cpu=cpu, default=by_reduction)
 
 
 TIES = ("first", "last")

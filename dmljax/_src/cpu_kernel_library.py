@@ -1,14 +1,15 @@
-"""The compiled CPU top-k kernel: where its library is, whether it loads, and its registration with XLA.
+"""The compiled CPU kernels (top-k, REDUCE MAX/MIN): where their library is, whether it loads, its registration.
 
-The package's build compiles ``csrc/cpu_top_k.cc`` into the plain shared library
+The package's build compiles ``csrc/cpu_top_k.cc`` and ``csrc/cpu_reduce_extreme.cc`` into the plain shared library
 ``dmljax/_src/libdmljax_cpu_top_k.so`` where a C++ compiler is found (setup.py; the build goes on without it)
 and records the outcome, with the reason when it was not built, in ``dmljax/_src/_cpu_kernel_build.json``.
 The library is looked for next to this module (an installed package, or a source tree built with
 ``python setup.py build_ext --inplace``), then in the installed ``dmljax`` distribution (a source checkout
 imported ahead of the installed package, as when the tests run from the repository root). It is loaded once,
 its calling convention and the XLA FFI API version of the headers it was compiled against checked, and its
-handler registered with XLA:CPU as the FFI target :data:`TARGET`. Setting ``DMLJAX_CPU_KERNEL=0`` leaves it
-unloaded. Whatever keeps it unused, :func:`cpu_kernel_status` says why, in one line.
+handlers registered with XLA:CPU as the FFI targets :data:`TARGET` and :data:`REDUCE_EXTREME_TARGET`. Setting
+``DMLJAX_CPU_KERNEL=0`` leaves it unloaded. Whatever keeps it unused, :func:`cpu_kernel_status` says why, in one
+line.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from typing import Any
 import jax
 
 TARGET = "dmljax_cpu_top_k"
+# Its REDUCE MAX/MIN handler (csrc/cpu_reduce_extreme.cc), registered with it.
+REDUCE_EXTREME_TARGET = "dmljax_cpu_reduce_extreme"
 # The calling convention the Python side speaks (DmljaxCpuTopKAbiVersion in csrc/cpu_top_k.cc).
-ABI_VERSION = 2
+ABI_VERSION = 3
 # The library's file (setup.py's LIBRARY) and the build's record of its outcome (setup.py's BUILD_INFO).
 LIBRARY = "libdmljax_cpu_top_k.dll" if sys.platform == "win32" else "libdmljax_cpu_top_k.so"
 BUILD_INFO = "_cpu_kernel_build.json"
@@ -141,6 +144,9 @@ def load() -> tuple[ctypes.CDLL | None, str]:
   jax.devices()
   try:
     jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(library.DmljaxCpuTopK), platform="cpu")
+    jax.ffi.register_ffi_target(
+      REDUCE_EXTREME_TARGET, jax.ffi.pycapsule(library.DmljaxCpuReduceExtreme), platform="cpu"
+    )
   except Exception as error:  # XLA's own check (JaxRuntimeError): the kernel stays unused, jax goes on
     return None, f"XLA refused {library_path}: {' '.join(str(error).split())}; {_REBUILD}"
   return library, f"loaded from {library_path}"

@@ -48,8 +48,8 @@ Implementation = Callable[[jax.Array], Any]
 class Choice:
   """What the library traces: a forced platform branch, a forced top-k strategy, Pallas interpret mode.
 
-  ``cpu_kernel=False`` keeps the compiled CPU top-k kernel out of the CPU table's picks: the table a build
-  without a C++ compiler runs.
+  ``cpu_kernel=False`` keeps the compiled CPU kernels out (the top-k kernel out of the CPU table's picks,
+  REDUCE MAX/MIN's kernel out of its path): what a build without a C++ compiler runs.
   """
 
   branch: Branch | None = None

@@ -28,6 +28,11 @@ layout first), so it is the same on every platform, under ``--xla_gpu_ftz``, and
 :func:`value_of_key` is the inverse: the input a key came from, and whether no other input has that key
 (every integer; every float but the classes the key merges: the two zeros and the NaNs, where a type has
 more than one of them).
+
+Views of the same bits for other orders: :func:`unsigned_ascending_key` (the ascending order as unsigned
+integers, for bisections over a key's bits), :func:`key_as_total_order_float` (a float whose IEEE total order is
+the key's), and :func:`ieee_maximum_key`, where nothing is merged (-0.0 below +0.0, every NaN its own key):
+the order of IEEE 754-2019 ``maximum`` and ``minimum``, which REDUCE's MAX and MIN return an element of.
 """
 
 from __future__ import annotations
@@ -331,6 +336,47 @@ def canonical_float(x: jax.Array) -> jax.Array:
   f = x.astype(work)
   f = jnp.where(f == 0, np.array(0, work), f)
   return jnp.where(jnp.isnan(f), np.array(np.nan, work), f)
+
+
+def has_ieee_maximum_key(dtype: np.dtype) -> bool:
+  """Float types with a sign bit, both zeros and their NaNs above the largest magnitude (float16, bfloat16,
+  float32, float64 and the float8 types with a -0.0): those :func:`ieee_maximum_key` orders."""
+  lay = layout(np.dtype(dtype))
+  return lay.kind == "float" and lay.signed and not lay.nan_at_sign and lay.width >= 8
+
+
+def nan_magnitudes(dtype: np.dtype) -> int:
+  """How many magnitude patterns of the float ``dtype`` are NaNs above its largest magnitude (``top``)."""
+  lay = layout(np.dtype(dtype))
+  return (1 << (lay.width - 1)) - 1 - lay.top
+
+
+def ieee_maximum_key(bits: jax.Array, dtype: np.dtype, *, find_max: bool) -> jax.Array:
+  r"""A key of ``bits``'s type (the bits of ``dtype`` elements, as a signed integer of their width) whose order is
+  IEEE 754-2019 ``maximum``'s (``find_max``) or ``minimum``'s, every bit pattern with a key of its own.
+
+  For the types of :func:`has_ieee_maximum_key`. With ``w`` the width, ``b`` the bits (MIN: with the sign bit
+  flipped, as :math:`\min(x) = -\max(-x)`) and ``C`` the number of NaN magnitudes (:func:`nan_magnitudes`),
+
+  .. math:: t = b \oplus ((b \gg (w - 1)) \land (2^{w-1} - 1)), \qquad k = t - C \pmod{2^w}
+
+  :math:`t` is the magnitude :math:`m` for a positive sign and :math:`-1 - m` for a negative one (the view
+  :func:`key_as_total_order_float` inverts), so -0.0 < +0.0 and the order is IEEE 754's total order;
+  subtracting :math:`C` (wrapping) moves the negative NaNs, which that order puts below -inf, to the top,
+  above the positive NaNs. The maximum is then one element, with no tie to break; the positive NaNs keep the
+  order of their bits, the negative NaNs' order is reversed. :func:`bits_of_ieee_maximum_key` inverts it.
+  """
+  w = layout(np.dtype(dtype)).width
+  if not find_max:
+    bits = bits ^ int_constant(1 << (w - 1), bits.dtype)
+  return _flip_negative(bits) - int_constant(nan_magnitudes(dtype), bits.dtype)
+
+
+def bits_of_ieee_maximum_key(key: jax.Array, dtype: np.dtype, *, find_max: bool) -> jax.Array:
+  """The bits (a signed integer of the width) of the element whose :func:`ieee_maximum_key` is ``key``."""
+  w = layout(np.dtype(dtype)).width
+  bits = _flip_negative(key + int_constant(nan_magnitudes(dtype), key.dtype))
+  return bits if find_max else bits ^ int_constant(1 << (w - 1), key.dtype)
 
 
 def _flip_negative(bits: jax.Array) -> jax.Array:

@@ -47,7 +47,7 @@ import dataclasses
 import enum
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -63,10 +63,9 @@ from dmljax._src import (
   enums,
   fields,
   platform,
-  rank_keys,
+  reduce_extreme,
   shardings,
   tensor_desc,
-  value_bits,
 )
 from dmljax._src import axes as axes_lib
 from dmljax._src.dtypes import DataType
@@ -386,278 +385,6 @@ def _l2_jvp(
   return norm, jnp.where(zero, jnp.zeros_like(slope), slope)
 
 
-def _tree_max(x: jax.Array, axes: tuple[int, ...], key: Callable[[jax.Array], jax.Array]) -> jax.Array:
-  """The largest ``key(x)`` over ``axes``, keeping dims (``key``: elementwise, to an integer); see :func:`_tree`."""
-  return _tree(x, axes, key, jnp.maximum, jnp.max)
-
-
-def _tree(
-  x: jax.Array,
-  axes: tuple[int, ...],
-  key: Callable[[jax.Array], jax.Array],
-  combine: Callable[[jax.Array, jax.Array], jax.Array],
-  reduce: Callable[..., jax.Array],
-) -> jax.Array:
-  """``reduce`` of ``key(x)`` over ``axes``, keeping dims, for an integer ``key`` and an associative, commutative
-  ``combine`` (``reduce``'s elementwise form) that gives the same bits in any order: maximum, minimum, or
-  wrapping integer addition. With the maximum and minimum, halves may overlap; with addition they may not.
-
-  On CPU, reduced axes next to each other are reduced as one axis, by the elementwise maximum of its two
-  halves (overlapping by one element when the length is odd: the maximum does not mind an element counted
-  twice), over and over; ``key`` is applied to the two halves of ``x`` themselves, so that each key feeds one
-  maximum. XLA fuses the keys and the first halvings into one vectorised loop over the input, which writes
-  a small fraction of it (at most a quarter); an integer reduction of a long axis is a reduce-window tree in
-  XLA:CPU instead, which neither vectorises nor fuses its operand. The last few (at most 16) elements of a
-  trailing axis are reduced as a reduction. Other platforms, reduced axes apart, and an explicit sharding of
-  a reduced axis take XLA's reduction of ``key(x)``; so does a program of several devices (unless a test forces
-  the CPU branch): automatic axes are known only when XLA partitions the program, and halves of a split axis lie
-  on different devices, where the halving would move the input (XLA's reduction moves partial results only).
-  """
-
-  def plain(x: jax.Array) -> jax.Array:
-    k = key(x)
-    if k.dtype.itemsize >= 4:
-      return reduce(k, axes, keepdims=True)
-    # XLA:CPU reduced 70,000 int8 keys of float8_e5m2 to 124 where their maximum is 127 (the halvings, and the
-    # keys' own maximum in NumPy, give 127): narrow keys are reduced as int32 and narrowed back, which keeps the
-    # bits of a maximum and of a wrapping sum alike.
-    return reduce(k.astype(jnp.int32), axes, keepdims=True).astype(k.dtype)
-
-  overlap = combine in (jnp.maximum, jnp.minimum)
-  several = jax.device_count() > 1 and platform.current().branch is None
-  if not axes or axes != tuple(range(axes[0], axes[-1] + 1)) or shardings.splits_explicitly(x, axes) or several:
-    return plain(x)
-  first, last = axes[0], axes[-1]
-
-  def halve(rows: jax.Array, leaf: Callable[[jax.Array], jax.Array]) -> jax.Array:
-    """(outer, n, inner) -> (outer, inner): the largest ``leaf(rows)`` over axis 1."""
-    n, inner = rows.shape[1:]
-    if inner == 1 and rows.shape[0] < 64 and n >= 1 << 16:
-      # Few long rows: each split into parts, so the fused loop has rows enough to spread over the cores.
-      parts = math.gcd(n, 64)
-      if parts > 1:
-        rows = halve(rows.reshape(rows.shape[0] * parts, n // parts, 1), leaf).reshape(-1, parts, 1)
-        n, leaf = parts, lambda k: k
-    stop = 16 if inner == 1 else 1
-    while n > stop and (overlap or n % 2 == 0):
-      half = (n + 1) // 2
-      rows = combine(leaf(rows[:, :half]), leaf(rows[:, n - half :]))
-      n, leaf = half, lambda k: k
-    rows = leaf(rows)
-    return reduce(rows, 1) if n > 1 else rows[:, 0]
-
-  def halving(x: jax.Array) -> jax.Array:
-    shape = x.shape
-    rows = x.reshape(math.prod(shape[:first]), math.prod(shape[first : last + 1]), math.prod(shape[last + 1 :]))
-    return halve(rows, key).reshape(axes_lib.reduced_shape(shape, axes))
-
-  return platform.branch(x, cpu=halving, default=plain)
-
-
-# Float types whose slices XLA:CPU moves as they are (a NaN's payload kept).
-_SLICED_AS_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _tree_max_of_bits(x: jax.Array, axes: tuple[int, ...], key: Callable[[jax.Array], jax.Array]) -> jax.Array:
-  """:func:`_tree_max` of ``key(bits)``, ``bits`` the float ``x``'s bits as a signed integer of its width.
-
-  float16/32/64 are sliced as they are and each slice made bits where it is read: XLA:CPU fuses that into
-  the halvings at every size, where a bitcast of the whole input read through many slices is written out
-  once it is large. Other types are made bits first: XLA:CPU may carry a bfloat16 or float8 slice through
-  float32, which quiets a signalling NaN.
-  """
-  dtype = np.dtype(x.dtype)
-  idt = np.dtype(f"int{rank_keys.layout(dtype).width}")
-  if dtype in _SLICED_AS_FLOATS:
-    return _tree_max(x, axes, lambda s: key(lax.bitcast_convert_type(s, idt)))
-  return _tree_max(lax.bitcast_convert_type(x, idt), axes, key)
-
-
-def _has_sign_magnitude_key(dtype: np.dtype) -> bool:
-  """Float types with a sign bit, both zeros and their NaNs above the largest magnitude (float16, bfloat16,
-  float32, float64 and the float8 types with a -0.0): those :func:`_sign_magnitude_key` orders."""
-  lay = rank_keys.layout(np.dtype(dtype))
-  return lay.kind == "float" and lay.signed and not lay.nan_at_sign and lay.width >= 8
-
-
-def _sign_magnitude_key(b: jax.Array, dtype: np.dtype, find_max: bool) -> jax.Array:
-  r"""A key of ``b``'s type (the bits of ``dtype`` elements, as a signed integer) whose order is IEEE 754-2019
-  ``maximum``'s (``find_max``) or ``minimum``'s.
-
-  For the types of :func:`_has_sign_magnitude_key`. With ``w`` the width, ``b`` the bits as a signed integer
-  (MIN: with the sign bit flipped, as :math:`\min(x) = -\max(-x)`) and ``C`` the number of NaN magnitudes,
-
-  .. math:: t = b \oplus ((b \gg (w - 1)) \land (2^{w-1} - 1)), \qquad k = t - C \pmod{2^w}
-
-  :math:`t` is the magnitude :math:`m` for a positive sign and :math:`-1 - m` for a negative one, so
-  -0.0 < +0.0 and the order is IEEE 754's total order; subtracting :math:`C` (wrapping) moves the
-  negative NaNs, which that order puts below -inf, to the top, above the positive NaNs. Every bit pattern
-  has its own key (the maximum is one element, with no tie to break), and the positive NaNs keep the
-  order of their bits; the negative NaNs' order is reversed (:func:`_largest_nan_fix` corrects that).
-  """
-  lay = rank_keys.layout(dtype)
-  w, idt = lay.width, b.dtype
-  if not find_max:
-    b = b ^ rank_keys.int_constant(1 << (w - 1), idt)
-  t = b ^ (
-    lax.shift_right_arithmetic(b, rank_keys.int_constant(w - 1, idt)) & rank_keys.int_constant((1 << (w - 1)) - 1, idt)
-  )
-  return t - rank_keys.int_constant(_nan_magnitudes(lay), idt)
-
-
-def _nan_magnitudes(lay: rank_keys.Layout) -> int:
-  return (1 << (lay.width - 1)) - 1 - lay.top
-
-
-def _bits_of_sign_magnitude_key(k: jax.Array, dtype: np.dtype, find_max: bool) -> jax.Array:
-  """The bits (a signed integer of the width) of the element whose :func:`_sign_magnitude_key` is ``k``."""
-  lay = rank_keys.layout(dtype)
-  w, idt = lay.width, k.dtype
-  t = k + rank_keys.int_constant(_nan_magnitudes(lay), idt)
-  b = t ^ (
-    lax.shift_right_arithmetic(t, rank_keys.int_constant(w - 1, idt)) & rank_keys.int_constant((1 << (w - 1)) - 1, idt)
-  )
-  if not find_max:
-    b = b ^ rank_keys.int_constant(1 << (w - 1), idt)
-  return b
-
-
-def _largest_nan_fix(x: jax.Array, best: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
-  """The element of :func:`_sign_magnitude_key` ``best``, or where it is a NaN, the input's NaN with the largest bits.
-
-  The key orders the NaNs of the sign bit that it moves to the top (MAX: the negative NaNs; MIN: the positive
-  ones, whose sign the key flipped) against their bits. Only where such a NaN won somewhere (a scalar
-  predicate, so ``lax.cond`` runs one branch) does a second pass pick, in every sequence that holds a NaN, the
-  NaN whose bits are the largest unsigned integer.
-  """
-  dtype = np.dtype(x.dtype)
-  lay = rank_keys.layout(dtype)
-  out = _bits_of_sign_magnitude_key(best, dtype, find_max)
-  nans = _nan_magnitudes(lay)
-  if nans > 0:
-    # Bits stay integers throughout: a select of bfloat16 or float8 values may run through float32 on CPU,
-    # which quiets a signalling NaN.
-    w, idt = lay.width, best.dtype
-    sign = rank_keys.int_constant(1 << (w - 1), idt)
-    reversed_nans = best >= rank_keys.int_constant((1 << (w - 1)) - nans, idt)
-
-    def nan_key(b: jax.Array) -> jax.Array:
-      nan = (b & rank_keys.int_constant((1 << (w - 1)) - 1, idt)) > rank_keys.int_constant(lay.top, idt)
-      return jnp.where(nan, b ^ sign, sign)  # the bits as unsigned, in signed order; non-NaNs lowest
-
-    def largest_nan(x: jax.Array, best: jax.Array, out: jax.Array) -> jax.Array:
-      chosen = _tree_max_of_bits(x, axes, nan_key) ^ sign
-      nan_row = best > rank_keys.int_constant((1 << (w - 1)) - 1 - 2 * nans, idt)
-      return jnp.where(nan_row, chosen, out)
-
-    out = lax.cond(jnp.any(reversed_nans), largest_nan, lambda x, best, out: out, x, best, out)
-  return lax.bitcast_convert_type(out, dtype)
-
-
-@functools.cache
-def _fixed(axes: tuple[int, ...], find_max: bool) -> Any:
-  """:func:`_largest_nan_fix` whose ``lax.cond`` keeps a scalar predicate under ``jax.vmap``.
-
-  Batching a ``lax.cond`` on a batched predicate runs both branches; the rule instead reduces the batch
-  axis with the others, so the second pass still runs only when a reversed NaN won somewhere.
-  """
-
-  @jax.custom_batching.custom_vmap
-  def fix(x: jax.Array, best: jax.Array) -> jax.Array:
-    return _largest_nan_fix(x, best, axes, find_max)
-
-  @fix.def_vmap
-  def _rule(axis_size: int, in_batched: list[bool], x: jax.Array, best: jax.Array) -> Any:
-    x, best = (
-      a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
-      for a, batched in zip((x, best), in_batched, strict=True)
-    )
-    return _fixed(tuple(a + 1 for a in axes), find_max)(x, best), True
-
-  return fix
-
-
-def _float_extreme_by_ties(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
-  """MAX/MIN of the float types without a :func:`_sign_magnitude_key` (the ``fnuz`` float8 types, float8_e8m0fnu
-  and float4_e2m1fn), by :func:`rank_keys.extreme_key` and then the largest bits among the elements that hold it.
-
-  Ties are the two zeros (float4_e2m1fn): MAX takes +0.0 (its bits with the sign flipped for the tie), MIN -0.0.
-  """
-  lay = rank_keys.layout(np.dtype(x.dtype))
-  key = rank_keys.extreme_key(x, find_max)
-  best = _tree_max(key, axes, lambda k: k)
-  bits = value_bits.to_bits(x)
-  flip = np.zeros((), bits.dtype)
-  if find_max and lay.signed and not lay.nan_at_sign:
-    flip = np.array(1 << (lay.width - 1), bits.dtype)
-  zero = rank_keys.extreme_key(jnp.zeros((), x.dtype), find_max)
-  tie = jnp.where(key == best, bits ^ jnp.where(key == zero, flip, np.zeros((), bits.dtype)), np.zeros((), bits.dtype))
-  chosen = jnp.max(tie, axes, keepdims=True)
-  chosen = chosen ^ jnp.where(best == zero, flip, np.zeros((), bits.dtype))
-  return value_bits.from_bits(chosen, x.dtype)
-
-
-def _float_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
-  """MAX/MIN of floats: an element of the input, bit for bit, that is the extreme.
-
-  IEEE 754-2019 ``maximum``/``minimum``: a NaN if the block holds one (the NaN whose bits, read as an unsigned
-  integer, are the largest), else the largest/smallest value, with +0.0 above -0.0 (MAX of both zeros is
-  +0.0, MIN -0.0). Integer arithmetic alone: no platform's float max (which may skip NaNs, treat
-  subnormals as zero, or run a narrow float through float32) and no split over devices can change the bits.
-  One pass over the input (:func:`_sign_magnitude_key`, reduced by :func:`_tree_max`); a second one only where a
-  NaN of the reversed sign wins (:func:`_largest_nan_fix`).
-  """
-  if not axes:
-    return x
-  if not _has_sign_magnitude_key(np.dtype(x.dtype)):
-    return _float_extreme_by_ties(x, axes, find_max)
-  key = functools.partial(_sign_magnitude_key, dtype=np.dtype(x.dtype), find_max=find_max)
-  best = _tree_max_of_bits(x, axes, key)
-  return _fixed(axes, find_max)(x, best)
-
-
-def _trailing(x: jax.Array, axes: tuple[int, ...]) -> bool:
-  """Whether ``axes`` are the trailing axes of ``x`` (where :func:`_tree` beats XLA:CPU's integer reduction)."""
-  return bool(axes) and axes == tuple(range(x.ndim - len(axes), x.ndim))
-
-
-def _integer_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
-  """MAX/MIN of integers; 4- and 2-bit ones reduced as 8-bit integers (XLA:CPU has no all-reduce for them)."""
-  wide = value_bits.to_bits(x)
-  if not _trailing(wide, axes):  # XLA's own reduction over leading axes is the faster one there
-    out = jnp.max(wide, axes, keepdims=True) if find_max else jnp.min(wide, axes, keepdims=True)
-  elif find_max:
-    out = _tree(wide, axes, lambda k: k, jnp.maximum, jnp.max)
-  else:
-    out = _tree(wide, axes, lambda k: k, jnp.minimum, jnp.min)
-  return value_bits.from_bits(out, x.dtype)
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
-def _extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
-  """MAX/MIN keeping dims; ties share the tangent equally (as ``jnp.max``), through a select.
-
-  ``jnp.max``'s rule multiplies by a 0/1 mask, which gives -0.0 for a negative
-  cotangent eagerly but +0.0 once XLA rewrites it as a select under jit; a
-  select gives the same bits both ways.
-  """
-  return _float_extreme(x, axes, find_max)
-
-
-@_extreme.defjvp
-def _extreme_jvp(
-  axes: tuple[int, ...], find_max: bool, primals: tuple[jax.Array], tangents: tuple[jax.Array]
-) -> tuple[jax.Array, jax.Array]:
-  (x,), (t,) = primals, tangents
-  out = _extreme(x, axes, find_max)
-  hit = (x == out) | (jnp.isnan(x) & jnp.isnan(out))  # a NaN result comes from the NaNs
-  # float16/bfloat16 (and narrower) tangents accumulate in float32 and round once, as the other reductions do.
-  work = np.dtype(np.float32) if np.dtype(t.dtype).itemsize < 4 else np.dtype(t.dtype)
-  count = jnp.sum(hit, axes, keepdims=True, dtype=work)
-  shared = jnp.sum(jnp.where(hit, t.astype(work), jnp.zeros((), work)), axes, keepdims=True) / count
-  return out, shared.astype(t.dtype)
-
-
 @functools.partial(jax.jit, static_argnames=("function", "axes", "keepdims", "index_dtype", "choice"))
 def _reduce(
   x: jax.Array,
@@ -679,9 +406,9 @@ def _reduce(
   F = ReduceFunction
 
   def total(v: jax.Array) -> jax.Array:
-    if dtypes.is_integer(np.dtype(v.dtype)) and np.dtype(v.dtype).itemsize >= 4 and _trailing(v, axes):
+    if dtypes.is_integer(np.dtype(v.dtype)) and np.dtype(v.dtype).itemsize >= 4 and reduce_extreme.trailing(v, axes):
       # Wrapping integer sums give the same bits in any order: summed by halving, fused with what made v.
-      return _tree(v, axes, lambda k: k, jnp.add, functools.partial(jnp.sum, dtype=v.dtype))
+      return reduce_extreme.tree(v, axes, lambda k: k, jnp.add, functools.partial(jnp.sum, dtype=v.dtype))
     return jnp.sum(v, axes, keepdims=True, dtype=v.dtype)
 
   if function == F.SUM:
@@ -703,10 +430,8 @@ def _reduce(
     out = _log_sum_exp(a if dtype == np.dtype(np.float16) else x, axes, a.dtype)
   elif function == F.MULTIPLY:
     out = _product(a, axes)
-  elif function == F.MAX:  # MAX/MIN return an input element: no widening
-    out = _extreme(x, axes, True) if dtypes.is_float(dtype) else _integer_extreme(x, axes, True)
-  else:
-    out = _extreme(x, axes, False) if dtypes.is_float(dtype) else _integer_extreme(x, axes, False)
+  else:  # MAX/MIN return an input element: no widening
+    out = reduce_extreme.extreme(x, axes, function == F.MAX)
   out = out.astype(dtype)
   return out if keepdims else jnp.squeeze(out, axes)
 

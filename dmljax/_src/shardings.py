@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+from jax.extend import core
+from jax.interpreters import ad, batching, mlir
 from jax.sharding import AxisType
 
 from dmljax._src import platform
@@ -85,3 +87,181 @@ def with_choice(choice: platform.Choice, fn: Callable[..., Any]) -> Callable[...
       return fn(*args, **kwargs)
 
   return run
+
+
+def runs_on_one_device(ctx: Any) -> bool:
+  """Whether the code a lowering rule emits works on one device's data alone: a program of one device, or the
+  body of a ``shard_map`` manual over every axis of its mesh (each device runs it on its own block)."""
+  axis_context = ctx.module_context.axis_context
+  num_devices = getattr(axis_context, "num_devices", None)
+  if num_devices is not None:  # a jit program (ShardingContext)
+    return int(num_devices) == 1
+  mesh = getattr(axis_context, "mesh", None)
+  if mesh is not None:  # a program partitioned over a mesh (SPMDAxisContext): one device, or every axis manual
+    manual: frozenset[Any] = getattr(axis_context, "manual_axes", frozenset())
+    return mesh.size == 1 or set(mesh.axis_names) <= set(manual)
+  return True  # pmap's body (ReplicaAxisContext): one device's data
+
+
+def by_program_devices(
+  x: jax.Array,
+  *,
+  one_device: Callable[[jax.Array], Any],
+  several: Callable[[jax.Array], Any],
+  trace_several: bool = False,
+) -> Any:
+  """``one_device(x)`` in a program that runs on one device, ``several(x)`` in one spread over several; the two
+  must compute the same values (they differ in what they cost where).
+
+  The choice is the program's, made when it is lowered (:func:`runs_on_one_device`), never the process's device
+  count: a one-device ``jit`` in a process of eight devices takes ``one_device``, the same code under a
+  ``jit`` whose arguments are sharded over a mesh takes ``several`` (automatic axes are known only then). An
+  array whose type names explicit mesh axes (sharding in types) is known to be spread at trace time and takes
+  ``several`` at once. ``one_device`` is traced when this is called, ``several`` only when a program of several
+  devices is lowered, unless ``trace_several``: then both now, which ``several`` needs where it holds a
+  ``custom_partitioning`` call (JAX gives such a program its devices when lowering it only where it finds the
+  call in the program it traced).
+  """
+  if explicit_spec(x) is not None:
+    return several(x)
+  return _deferred(x, one_device, several, platform.current(), trace_several)
+
+
+def _deferred(
+  x: jax.Array,
+  one_device: Callable[[jax.Array], Any],
+  several: Callable[[jax.Array], Any],
+  choice: platform.Choice,
+  trace_several: bool,
+) -> Any:
+  traced, out_shape = jax.make_jaxpr(one_device, return_shape=True)(x)
+  if traced.effects:
+    return one_device(x)
+  closes = any(isinstance(c, jax.core.Tracer) for c in traced.consts)
+  several_traced = jax.make_jaxpr(several)(x) if trace_several or closes else None
+  # Values the functions close over (a tracer of the caller's trace: a peak computed before) become operands.
+  one_consts, traced = _hoisted(traced)
+  several_consts: list[Any] = []
+  if several_traced is not None:
+    several_consts, several_traced = _hoisted(several_traced)
+  outs = _by_devices_p.bind(
+    *one_consts,
+    *several_consts,
+    x,
+    several=several,
+    choice=choice,
+    traced=traced,
+    several_traced=several_traced,
+    counts=(len(one_consts), len(several_consts)),
+  )
+  return jax.tree.unflatten(jax.tree.structure(out_shape), outs)
+
+
+def _hoisted(traced: core.ClosedJaxpr) -> tuple[list[Any], core.ClosedJaxpr]:
+  """The consts of ``traced`` and ``traced`` as a function of ``(*consts, *inputs)`` with no consts."""
+  jaxpr = traced.jaxpr
+  if not jaxpr.constvars:
+    return [], traced
+  debug_info = jaxpr.debug_info._replace(arg_names=None) if jaxpr.debug_info is not None else None
+  opened = jaxpr.replace(constvars=[], invars=[*jaxpr.constvars, *jaxpr.invars], debug_info=debug_info)
+  return list(traced.consts), core.ClosedJaxpr(opened, [])
+
+
+def _split(operands: Any, counts: tuple[int, int]) -> tuple[list[Any], list[Any], Any]:
+  """(the one-device function's operands before ``x``, the other's, ``x``)."""
+  one, several = counts
+  return list(operands[:one]), list(operands[one : one + several]), operands[-1]
+
+
+_by_devices_p = core.Primitive("dmljax_by_program_devices")
+_by_devices_p.multiple_results = True
+
+
+@_by_devices_p.def_abstract_eval
+def _by_devices_abstract_eval(*operands: Any, traced: core.ClosedJaxpr, **_: Any) -> Any:
+  del operands
+  return traced.out_avals
+
+
+@_by_devices_p.def_impl
+def _by_devices_impl(*operands: Any, traced: core.ClosedJaxpr, counts: tuple[int, int], **_: Any) -> Any:
+  """Eagerly (``jax.disable_jit``): op by op, as traced for one device."""
+  one, _other, x = _split(operands, counts)
+  return core.jaxpr_as_fun(traced)(*one, x)
+
+
+def _by_devices_lowering(
+  ctx: Any,
+  *operands: Any,
+  several: Any,
+  choice: platform.Choice,
+  traced: core.ClosedJaxpr,
+  several_traced: core.ClosedJaxpr | None,
+  counts: tuple[int, int],
+) -> Any:
+  # mlir.lower_fun traces the function with every operand of the primitive: each function picks its own.
+  if runs_on_one_device(ctx):
+
+    def run(*operands: Any) -> Any:
+      one, _, x = _split(operands, counts)
+      return core.jaxpr_as_fun(traced)(*one, x)
+
+  elif several_traced is not None:
+    chosen = several_traced
+
+    def run(*operands: Any) -> Any:
+      _, other, x = _split(operands, counts)
+      return core.jaxpr_as_fun(chosen)(*other, x)
+
+  else:
+    run = with_choice(choice, lambda *operands: jax.tree.leaves(several(operands[-1])))
+
+  return mlir.lower_fun(run, multiple_results=True)(ctx, *operands)
+
+
+mlir.register_lowering(_by_devices_p, _by_devices_lowering)
+
+
+def _functions(operands: Any, params: dict[str, Any], transform: Callable[..., Any]) -> tuple[Any, Any]:
+  """The two functions of ``x`` that the primitive's parameters stand for, each closing over its operands
+  (``operands`` without ``x``), with ``transform(fn, operands)`` applied (vmap, jvp)."""
+  one, other, _ = _split(operands, params["counts"])
+  one_device = transform(core.jaxpr_as_fun(params["traced"]), one)
+  if params["several_traced"] is not None:
+    several = transform(core.jaxpr_as_fun(params["several_traced"]), other)
+  else:
+    several = transform(lambda x: jax.tree.leaves(params["several"](x)), [])
+  return one_device, several
+
+
+def _by_devices_batched(args: Any, dims: Any, **params: Any) -> Any:
+  """``vmap``: both functions vmapped (every operand's mapped axis moved to the front), the choice still made
+  at lowering."""
+  size = next(a.shape[d] for a, d in zip(args, dims, strict=True) if d is not None)
+  args = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims, strict=True)]
+  one_device, several = _functions(args, params, lambda fn, closed: lambda x: jax.vmap(fn)(*closed, x))
+  outs = jax.tree.leaves(
+    _deferred(args[-1], one_device, several, params["choice"], params["several_traced"] is not None)
+  )
+  return outs, [0] * len(outs)
+
+
+batching.primitive_batchers[_by_devices_p] = _by_devices_batched
+
+
+def _by_devices_jvp(primals: Any, tangents: Any, **params: Any) -> Any:
+  """The value as the program chooses; the tangent by the one-device function's rule (both compute the same
+  function)."""
+  tangents = [ad.instantiate_zeros(t) for t in tangents]
+  one_device, several = _functions(primals, params, lambda fn, closed: lambda x: fn(*closed, x))
+  x = primals[-1]
+  outs = jax.tree.leaves(_deferred(x, one_device, several, params["choice"], params["several_traced"] is not None))
+  _, tangent_outs = jax.jvp(
+    lambda *operands: core.jaxpr_as_fun(params["traced"])(*_split(operands, params["counts"])[0], operands[-1]),
+    tuple(primals),
+    tuple(tangents),
+  )
+  return outs, tangent_outs
+
+
+ad.primitive_jvps[_by_devices_p] = _by_devices_jvp
