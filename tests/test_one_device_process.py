@@ -20,6 +20,7 @@ TESTS = pathlib.Path(__file__).resolve().parent
 FILES = ("test_reduce_extreme.py",)
 
 
+@pytest.mark.long  # the whole file again in a child process: about a minute
 @pytest.mark.parametrize("name", FILES)
 def test_the_file_passes_in_a_process_of_one_device(name: str) -> None:
   env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1", "JAX_PLATFORMS": "cpu"}
