@@ -92,7 +92,13 @@ def _bits(tree: Any) -> list[bytes]:
   return [np.asarray(leaf).tobytes() for leaf in jax.tree.leaves(tree)]
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+def _half(names: list[str], offset: int) -> list[Any]:
+  """Every other case by default (the two tests below take the two halves, so the default run covers every case
+  once); all of them in the long profile."""
+  return [n if i % 2 == offset else pytest.param(n, marks=pytest.mark.long) for i, n in enumerate(names)]
+
+
+@pytest.mark.parametrize("name", _half(sorted(CASES), 0))
 def test_repeated_runs_and_jit_versus_eager_are_bitwise_identical(name: str) -> None:
   f, args = CASES[name]
   jitted = jax.jit(f)
@@ -106,7 +112,7 @@ def test_repeated_runs_and_jit_versus_eager_are_bitwise_identical(name: str) -> 
 _SUMMING = {f"reduce_{name}" for name in ("average", "l1", "l2", "log_sum_exp", "multiply", "sum", "sum_square")}
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", _half(sorted(CASES), 1))
 def test_op_by_op_execution_matches_jit(name: str) -> None:
   f, args = CASES[name]
   jitted = jax.jit(f)(*args)

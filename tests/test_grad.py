@@ -529,7 +529,9 @@ PER_EXAMPLE = {
 }
 
 
-@pytest.mark.parametrize("name", list(PER_EXAMPLE))
+@pytest.mark.parametrize(
+  "name", [n if i % 2 == 0 else pytest.param(n, marks=pytest.mark.long) for i, n in enumerate(PER_EXAMPLE)]
+)
 def test_gradients_compose_with_jit_vmap_and_checkpoint(name: str) -> None:
   f = PER_EXAMPLE[name]
   batch = tie_free((5, 3, 4), "float32", seed=15)

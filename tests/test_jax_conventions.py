@@ -98,6 +98,7 @@ def test_arg_reductions_return_jaxs_default_integer_and_top_k_int32(wide: bool) 
 
 # ------------------------------------------------------------------------------------- result types of reduce
 @SETTINGS
+@pytest.mark.sample(0)
 @pytest.mark.parametrize("function", ["sum", "prod", "l1", "sum_square"])
 def test_integer_sums_widen_as_jnp_sum_and_keep_their_type_by_keyword(wide: bool, function: str) -> None:
   with _x64(wide):

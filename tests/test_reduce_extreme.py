@@ -131,6 +131,7 @@ LAYOUTS = [
 HALVED = [(shape, axes) for shape, axes in LAYOUTS if axes and axes == tuple(range(axes[0], axes[-1] + 1))]
 
 
+@pytest.mark.sample(0)  # every type and every layout at least once by default; the whole product with -m long
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
 @pytest.mark.parametrize(("shape", "axes"), LAYOUTS, ids=[f"{s}-{a}" for s, a in LAYOUTS])
 def test_matches_the_reference(dtype: np.dtype, shape: tuple[int, ...], axes: tuple[int, ...]) -> None:

@@ -156,7 +156,7 @@ def test_the_benchmark_rows_nucleus() -> None:
   assert kept.min() > 64
 
 
-@pytest.mark.parametrize("ties", [2, 3, 6])
+@pytest.mark.parametrize("ties", [2, pytest.param(3, marks=pytest.mark.long), 6])
 def test_a_cut_among_equal_entries_takes_the_lower_indices_first(ties: int) -> None:
   """The cut lands among ``ties`` equal logits (scattered over the row): the prefix takes them lowest index first,
   as many as the nucleus needs. Two ties are settled by one check of the lower-index one; three or more by the

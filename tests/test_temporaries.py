@@ -48,6 +48,7 @@ def _assert_within(mine: Callable[[jax.Array], Any], native: Callable[[jax.Array
 EXTREMES = [(np.float32, "max"), (np.float32, "min"), (ml_dtypes.bfloat16, "max"), (np.float16, "min")]
 
 
+@pytest.mark.sample(0)
 @pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "composition"])
 @pytest.mark.parametrize("axis", AXES)
 @pytest.mark.parametrize(("dtype", "function"), EXTREMES, ids=lambda v: getattr(v, "__name__", v))
@@ -90,6 +91,7 @@ def test_integer_sum_by_halving() -> None:
 ARG_TYPES = [np.float32, ml_dtypes.bfloat16, np.float16, np.int32, np.int8]
 
 
+@pytest.mark.sample(0)
 @pytest.mark.parametrize("axis", AXES)
 @pytest.mark.parametrize("dtype", ARG_TYPES, ids=lambda d: np.dtype(d).name)
 def test_argmin_argmax(dtype: Any, axis: str) -> None:

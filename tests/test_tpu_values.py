@@ -58,6 +58,7 @@ def _ordinal_round_trip(x: jax.Array, largest_first: bool) -> tuple[jax.Array, j
   return kernel_keys.ordinal_inverse(kernel_keys.ordinal(x, largest_first), np.dtype(x.dtype), largest_first)
 
 
+@pytest.mark.sample(0)
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.int16, np.uint16, np.int8, np.uint8], ids=str)
 @pytest.mark.parametrize("largest_first", [True, False])
 def test_ordinal_inverse_gives_back_every_input_but_zeros_and_nans(dtype: Any, largest_first: bool) -> None:
