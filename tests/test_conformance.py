@@ -44,7 +44,7 @@ MAX_ELEMENTS = 256
 # Drawn configurations per operator and type (each compiled once, run on several data sets): 3 by default, 30 in the
 # long profile (every test here is ``deep``); DMLJAX_CONFORMANCE_CASES=N sets another count.
 pytestmark = pytest.mark.deep
-CASES_PER_TYPE = int(os.environ.get("DMLJAX_CONFORMANCE_CASES", "30" if long_profile() else "2"))
+CASES_PER_TYPE = int(os.environ.get("DMLJAX_CONFORMANCE_CASES", "30" if long_profile() else "1"))
 # A different DMLJAX_CONFORMANCE_SEED draws a different (equally fixed) sample.
 SEED = int(os.environ.get("DMLJAX_CONFORMANCE_SEED", "0"))
 DIRECTIONS = ("increasing", "decreasing")

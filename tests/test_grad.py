@@ -478,7 +478,9 @@ def _narrow_cases() -> list:
   return cases
 
 
-@pytest.mark.parametrize("dtype", list(NARROW))
+@pytest.mark.parametrize(
+  "dtype", [d if i % 2 == 0 else pytest.param(d, marks=pytest.mark.long) for i, d in enumerate(NARROW)]
+)
 def test_narrow_float_gradients_match_float32(dtype: str) -> None:
   """The narrow gradient is the float32 gradient (of the same values) rounded once: within half an ulp."""
   narrow = NARROW[dtype]

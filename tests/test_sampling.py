@@ -229,6 +229,7 @@ def test_sample_is_deterministic_per_key_and_greedy_at_temperature_zero() -> Non
   assert_bitwise_equal(np.asarray(mixed)[:, [0, 2]], expected[:, [0, 2]])
 
 
+@pytest.mark.long  # tests/test_sampling_transforms.py maps each argument alone by default
 def test_vmap_over_keys_and_logits() -> None:
   logits = _normal((5, 3, 12))
   keys = jax.random.split(jax.random.key(9), 5)
