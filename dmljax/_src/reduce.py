@@ -423,7 +423,7 @@ def _reduce(
   elif function == F.AVERAGE:
     out = total(a) / np.array(math.prod(x.shape[d] for d in axes), a.dtype)
   elif function == F.LOG_SUM:
-    out = jnp.log(total(a))
+    out = jnp.log(_flush_subnormal(total(a)))
   elif function == F.LOG_SUM_EXP:
     # bfloat16 is widened where each pass reads it; XLA:CPU's float16 max and widening are slow enough that one
     # widened copy, read twice, is faster.
@@ -434,6 +434,19 @@ def _reduce(
     out = reduce_extreme.extreme(x, axes, function == F.MAX)
   out = out.astype(dtype)
   return out if keepdims else jnp.squeeze(out, axes)
+
+
+def _flush_subnormal(s: jax.Array) -> jax.Array:
+  """``s`` with its subnormal values read as +0, gradients passed through as at zero.
+
+  XLA:CPU's float32 ``log`` gives a subnormal argument -inf in one compiled program and about -103.97 in
+  another (its scalar code treats every subnormal as 2**-150); a subnormal sum is zero to the contract, so its
+  log is -inf in every program (and 1/0's +inf gradient, as at zero).
+  """
+  if not dtypes.is_float(np.dtype(s.dtype)):
+    return s
+  subnormal = (jnp.abs(s) < np.finfo(s.dtype).tiny) & (s != 0)
+  return jnp.where(subnormal, s - jax.lax.stop_gradient(s), s)
 
 
 # Functions whose formula holds for complex numbers with a complex result (MAX/MIN: JAX's lexicographic order).
