@@ -437,11 +437,10 @@ def _reduce(
 
 
 def _flush_subnormal(s: jax.Array) -> jax.Array:
-  """``s`` with its subnormal values read as +0, gradients passed through as at zero.
+  """``s`` with its subnormal values read as +0, the gradient passed through as at zero.
 
-  XLA:CPU's float32 ``log`` gives a subnormal argument -inf in one compiled program and about -103.97 in
-  another (its scalar code treats every subnormal as 2**-150); a subnormal sum is zero to the contract, so its
-  log is -inf in every program (and 1/0's +inf gradient, as at zero).
+  A subnormal sum counts as zero (semantics: Subnormals), and XLA:CPU's float32 ``log`` does not give a subnormal
+  one answer in every compiled program: flushed first, LOG_SUM is -inf (gradient +inf) in all of them.
   """
   if not dtypes.is_float(np.dtype(s.dtype)):
     return s
