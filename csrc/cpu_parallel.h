@@ -136,6 +136,25 @@ void ParallelFor(ffi::ThreadPool& pool, int64_t threads, int64_t total, std::fun
   if (std::exception_ptr error = units->Error()) std::rethrow_exception(error);
 }
 
+// body() for an FFI entry point, with every C++ exception turned into an FFI error (XLA raises it in Python):
+// `kernel` names the handler in the message, `fallback` what DMLJAX_CPU_KERNEL=0 runs instead ("selection").
+template <typename Body>
+ffi::Error Guarded(const std::string& kernel, const std::string& fallback, Body&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted,
+                      kernel + ": out of memory for the kernel's buffers; free memory, or set DMLJAX_CPU_KERNEL=0 to "
+                      "run dmljax's XLA " + fallback + " instead");
+  } catch (const std::exception& error) {
+    return ffi::Error::Internal(kernel + ": " + error.what() + "; please report it (set DMLJAX_CPU_KERNEL=0 to run " +
+                                "dmljax's XLA " + fallback + ")");
+  } catch (...) {
+    return ffi::Error::Internal(kernel + ": an unknown C++ exception; please report it (set DMLJAX_CPU_KERNEL=0 to " +
+                                "run dmljax's XLA " + fallback + ")");
+  }
+}
+
 }  // namespace
 
 #endif  // DMLJAX_CSRC_CPU_PARALLEL_H_

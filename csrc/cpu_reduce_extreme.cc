@@ -298,20 +298,8 @@ ffi::Error CheckedExtreme(ffi::ThreadPool& pool, ffi::AnyBuffer& input, ffi::Res
 // The FFI entry point: CheckedExtreme, with every C++ exception turned into an FFI error (XLA raises it in Python).
 ffi::Error ExtremeHandler(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> output,
                           bool find_max) {
-  try {
-    return CheckedExtreme(pool, input, output, find_max);
-  } catch (const std::bad_alloc&) {
-    return ffi::Error(ffi::ErrorCode::kResourceExhausted,
-                      "dmljax_cpu_reduce_extreme: out of memory for the kernel's buffers; free memory, or set "
-                      "DMLJAX_CPU_KERNEL=0 to run dmljax's XLA reduction instead");
-  } catch (const std::exception& error) {
-    return ffi::Error::Internal(std::string("dmljax_cpu_reduce_extreme: ") + error.what() +
-                                "; please report it (set DMLJAX_CPU_KERNEL=0 to run dmljax's XLA reduction)");
-  } catch (...) {
-    return ffi::Error::Internal(
-        "dmljax_cpu_reduce_extreme: an unknown C++ exception; please report it (set DMLJAX_CPU_KERNEL=0 to run "
-        "dmljax's XLA reduction)");
-  }
+  return Guarded("dmljax_cpu_reduce_extreme", "reduction",
+                 [&] { return CheckedExtreme(pool, input, output, find_max); });
 }
 
 }  // namespace

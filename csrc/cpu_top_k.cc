@@ -349,20 +349,8 @@ ffi::Error CheckedTopK(ffi::ThreadPool& pool, ffi::AnyBuffer& input, ffi::Result
 // The FFI entry point: CheckedTopK, with every C++ exception turned into an FFI error (XLA raises it in Python).
 ffi::Error TopKHandler(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> values,
                        ffi::Result<ffi::Buffer<ffi::S32>> indices, int64_t k, bool largest_first) {
-  try {
-    return CheckedTopK(pool, input, values, indices, k, largest_first);
-  } catch (const std::bad_alloc&) {
-    return ffi::Error(ffi::ErrorCode::kResourceExhausted,
-                      "dmljax_cpu_top_k: out of memory for the kernel's buffers; free memory, or set "
-                      "DMLJAX_CPU_KERNEL=0 to run dmljax's XLA selection instead");
-  } catch (const std::exception& error) {
-    return ffi::Error::Internal(std::string("dmljax_cpu_top_k: ") + error.what() +
-                                "; please report it (set DMLJAX_CPU_KERNEL=0 to run dmljax's XLA selection)");
-  } catch (...) {
-    return ffi::Error::Internal(
-        "dmljax_cpu_top_k: an unknown C++ exception; please report it (set DMLJAX_CPU_KERNEL=0 to run "
-        "dmljax's XLA selection)");
-  }
+  return Guarded("dmljax_cpu_top_k", "selection",
+                 [&] { return CheckedTopK(pool, input, values, indices, k, largest_first); });
 }
 
 }  // namespace

@@ -217,9 +217,7 @@ def arg_extreme(
 ) -> jax.Array:
   """First (or ``last``) flat index of the max (or min) over ``axes``; NaN is the extreme either way."""
   del choice  # a static argument so that a program traced under another choice is not reused
-  out_shape = (
-    axes_lib.reduced_shape(x.shape, axes) if keepdims else tuple(s for d, s in enumerate(x.shape) if d not in axes)
-  )
+  out_shape = axes_lib.output_shape(x.shape, axes, keepdims)
   count = math.prod(x.shape[a] for a in axes)
   if count == 1:
     return jnp.zeros(out_shape, index_dtype)
@@ -378,17 +376,20 @@ def arg_program(
     return jnp.zeros(out_shape, index_dtype)
   if dtypes.is_bool(x.dtype):
     x = x.astype(np.uint8)
-  folded, folded_axes = axes_lib.fold_reduction(x, axes)
-  out = arg_extreme(
-    folded,
-    axes=folded_axes,
-    find_max=find_max,
-    last=last,
-    index_dtype=index_dtype,
-    keepdims=keepdims,
-    choice=choice,
+  return axes_lib.reduce_folded(
+    x,
+    axes,
+    out_shape,
+    lambda folded, folded_axes: arg_extreme(
+      folded,
+      axes=folded_axes,
+      find_max=find_max,
+      last=last,
+      index_dtype=index_dtype,
+      keepdims=keepdims,
+      choice=choice,
+    ),
   )
-  return out if out.shape == out_shape else out.reshape(out_shape)
 
 
 _DOC = r"""The flat index of the {extreme} element over ``axes``, DirectML {op}.

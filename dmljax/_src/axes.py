@@ -78,7 +78,19 @@ def output_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) 
   return reduced_shape(shape, axes) if keepdims else tuple(s for d, s in enumerate(shape) if d not in axes)
 
 
-def fold_reduction(x: jax.Array, axes: tuple[int, ...]) -> tuple[jax.Array, tuple[int, ...]]:
+def reduce_folded(
+  x: jax.Array,
+  axes: tuple[int, ...],
+  out_shape: tuple[int, ...],
+  reduction: Callable[[jax.Array, tuple[int, ...]], jax.Array],
+) -> jax.Array:
+  """``reduction(x, axes)`` for ``x`` of any rank, through an operator of rank 1 to 8, reshaped to ``out_shape``."""
+  folded, folded_axes = _fold_reduction(x, axes)
+  out = reduction(folded, folded_axes)
+  return out if out.shape == out_shape else out.reshape(out_shape)
+
+
+def _fold_reduction(x: jax.Array, axes: tuple[int, ...]) -> tuple[jax.Array, tuple[int, ...]]:
   """``x`` and ``axes`` as an operator of rank 1 to 8 takes them, for a reduction of any rank (reshape the result).
 
   Rank 0 becomes one element reduced over its axis; above rank 8, the kept axes are moved before the reduced

@@ -444,7 +444,7 @@ def _flush_subnormal(s: jax.Array) -> jax.Array:
   """
   if not dtypes.is_float(np.dtype(s.dtype)):
     return s
-  subnormal = (jnp.abs(s) < np.finfo(s.dtype).tiny) & (s != 0)
+  subnormal = (jnp.abs(s) < np.finfo(s.dtype).smallest_normal) & (s != 0)  # -0.0 keeps its -inf gradient
   return jnp.where(subnormal, s - jax.lax.stop_gradient(s), s)
 
 
@@ -529,16 +529,14 @@ def _program(
   x = x if x.dtype == work else x.astype(work)
   if dtypes.is_complex(work) and function in _EXTREMES:
     return _complex_extreme(x, axes, function == F.MAX, choice).reshape(out_shape)
-  folded, folded_axes = axes_lib.fold_reduction(x, axes)
-  out = _reduce(
-    folded,
-    function=function,
-    axes=folded_axes,
-    keepdims=keepdims,
-    index_dtype=_UNUSED_INDEX_DTYPE,
-    choice=choice,
+  out = axes_lib.reduce_folded(
+    x,
+    axes,
+    out_shape,
+    lambda folded, folded_axes: _reduce(
+      folded, function=function, axes=folded_axes, keepdims=keepdims, index_dtype=_UNUSED_INDEX_DTYPE, choice=choice
+    ),
   )
-  out = out if out.shape == out_shape else out.reshape(out_shape)
   return out if out.dtype == result else out.astype(result)
 
 
@@ -552,16 +550,14 @@ def _complex_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool, choice
   function = F.MAX if find_max else F.MIN
 
   def extreme(v: jax.Array) -> jax.Array:
-    folded, folded_axes = axes_lib.fold_reduction(v, axes)
-    out = _reduce(
-      folded,
-      function=function,
-      axes=folded_axes,
-      keepdims=True,
-      index_dtype=_UNUSED_INDEX_DTYPE,
-      choice=choice,
+    return axes_lib.reduce_folded(
+      v,
+      axes,
+      axes_lib.reduced_shape(v.shape, axes),
+      lambda folded, folded_axes: _reduce(
+        folded, function=function, axes=folded_axes, keepdims=True, index_dtype=_UNUSED_INDEX_DTYPE, choice=choice
+      ),
     )
-    return out.reshape(axes_lib.reduced_shape(v.shape, axes))
 
   real, imag = jnp.real(x), jnp.imag(x)
   peak = extreme(real)
