@@ -26,9 +26,15 @@ from jax import lax
 from dmljax._src.sampling import filters, noise
 
 
-def _first_of_maxima(score: jax.Array, indices: jax.Array, length: int) -> jax.Array:
+def _first_of_maxima(score: jax.Array, indices: jax.Array, fill: int) -> jax.Array:
+  """The lowest of ``indices`` with the best score (``fill`` where none is: a NaN best).
+
+  Two single-output reductions over the scores, each a vectorized pass on XLA:CPU (a fused (value, index)
+  reduction computes the scores in a scalar loop there, several times slower): the best score, then the lowest
+  index that has it.
+  """
   top = jnp.max(score, axis=-1, keepdims=True)
-  return jnp.min(jnp.where(score == top, indices, np.int32(length)), axis=-1)
+  return jnp.min(jnp.where(score == top, indices, np.int32(fill)), axis=-1)
 
 
 def _score(
@@ -58,12 +64,7 @@ def _whole_row_draw(
   keep = filters.kept(logits, decision, bound, divisor)
   data = filters.Rows(logits, decision.values[..., :1], divisor)
   index = lax.broadcasted_iota(jnp.int32, keep.shape, keep.ndim - 1)
-  score = _score(data.weights(), keep, key, row, index)
-  # The scores once, then two single-output reductions over them, each a vectorized pass on XLA:CPU (a fused
-  # (value, index) reduction computes the noise in a scalar loop there, several times slower): the best score,
-  # then the lowest index that has it.
-  best = jnp.max(score, axis=-1, keepdims=True)
-  return jnp.min(jnp.where(score == best, index, np.int32(logits.shape[-1] - 1)), axis=-1)
+  return _first_of_maxima(_score(data.weights(), keep, key, row, index), index, logits.shape[-1] - 1)
 
 
 def decide(
