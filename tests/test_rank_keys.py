@@ -3,7 +3,8 @@ random patterns and the special values of the wider ones.
 
 The order checked is the library's, decoded independently here from the values NumPy/ml_dtypes give the
 patterns: NaN above everything (every NaN equal), -0.0 equal to +0.0, integers exact. The kernel keys of
-:mod:`kernel_keys` are views of the rank key and are checked to keep its order and invert where it does.
+:mod:`kernel_keys` are views of the rank key and are checked to keep its order and invert where it does; so are
+the unsigned view the sampling search bisects, and IEEE ``maximum``'s key (REDUCE MAX/MIN), which merges nothing.
 """
 
 from __future__ import annotations
@@ -156,3 +157,49 @@ def test_ordinal_kernel_key_is_the_rank_key_as_an_exact_float(name: str, largest
   _assert_same_order(key, rank if largest_first else -rank, name)
   back, exact = kernel_keys.ordinal_inverse(jnp.asarray(key), values.dtype, largest_first)
   assert np.array_equal(_patterns(np.asarray(back))[np.asarray(exact)], _patterns(values)[np.asarray(exact)])
+
+
+def _values_for(name: str) -> np.ndarray:
+  dtype = np.dtype(getattr(jnp, name))
+  return _every_pattern(dtype) if _width(dtype) <= 16 else _wide_sample(dtype, np.random.default_rng(703))
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "int8", "uint16", "float32", "int32"])
+def test_the_unsigned_view_keeps_the_keys_order_and_width(name: str) -> None:
+  values = _values_for(name)
+  unsigned = np.asarray(rank_keys.unsigned_ascending_key(jnp.asarray(values)))
+  assert unsigned.dtype == np.uint32, unsigned.dtype  # the key's width: 32 bits up to 32-bit types
+  _assert_same_order(unsigned.astype(np.int64), _order_of(values), name)
+
+
+def _decoded(values: np.ndarray) -> np.ndarray:
+  with np.errstate(invalid="ignore"):
+    return values.astype(np.float64)
+
+
+def _ieee_rank(values: np.ndarray, find_max: bool) -> np.ndarray:
+  """The reference for the numbers (NaN left out): by value (MIN: reversed), -0.0 below +0.0 (MIN: above)."""
+  decoded = _decoded(values)
+  negative_zero = (decoded == 0) & np.signbit(decoded)
+  tie = np.where(decoded == 0, np.where(negative_zero == find_max, 0, 1), 0)  # MAX: -0.0 first; MIN: +0.0 first
+  pairs = np.stack([decoded if find_max else -decoded, tie], 1)
+  _, rank = np.unique(pairs, axis=0, return_inverse=True)  # the dense rank in lexicographic order
+  return rank.reshape(-1)
+
+
+@pytest.mark.parametrize("find_max", [True, False], ids=["max", "min"])
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32"])
+def test_the_ieee_maximum_key_orders_as_ieee_maximum_and_inverts(name: str, find_max: bool) -> None:
+  values = _values_for(name)
+  dtype = values.dtype
+  signed = np.dtype(f"int{_width(dtype)}")
+  assert rank_keys.has_ieee_maximum_key(dtype)
+  key = np.asarray(rank_keys.ieee_maximum_key(jnp.asarray(values.view(signed)), dtype, find_max=find_max))
+  back = np.asarray(rank_keys.bits_of_ieee_maximum_key(jnp.asarray(key), dtype, find_max=find_max))
+  assert np.array_equal(back, values.view(signed)), f"{name}: the inverse does not give back every pattern"
+  assert len(np.unique(key)) == len(np.unique(values.view(signed))), f"{name}: two patterns share a key"
+  key = key.astype(np.int64)
+  nan = np.isnan(_decoded(values))
+  # Numbers in IEEE maximum's (minimum's) order, every NaN above every number.
+  _assert_same_order(key[~nan], _ieee_rank(values[~nan], find_max), name)
+  assert key[nan].min() > key[~nan].max(), f"{name}: a NaN keys below a number"

@@ -80,3 +80,9 @@ def test_the_readme_is_a_guide_first() -> None:
   root = pathlib.Path(__file__).resolve().parent.parent
   for target in re.findall(r"\]\(((?:docs|examples)/[^)#]+)\)", README):
     assert (root / target).is_file(), target
+  # The pages a user needs are linked, and the README names what they are for.
+  linked = set(re.findall(r"\]\(((?:docs|examples)/[^)#]+)\)", README))
+  missing = {"docs/sampling.rst", "docs/cpu_kernel.rst", "docs/selfcheck.rst", "docs/testing.rst"} - linked
+  assert not missing, missing
+  for named in ("dml.cpu_kernel_status()", "pip wheel .", "benchmarks/device/check.sh"):
+    assert named in README, named
