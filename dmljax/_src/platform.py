@@ -17,25 +17,27 @@ A :class:`Choice` changes what is traced (private, for tests and benchmarks): a
 forced branch traces that branch alone whatever the platform, so a CPU-only CI runs
 the code GPUs and TPUs compile; a forced top-k strategy replaces the strategy table's
 pick; ``interpret`` runs Pallas kernels in interpret mode. The choice is read while
-tracing. The library's own jitted entry points take :func:`current` as a static
-argument, so they trace again under a new choice instead of reusing a program traced
-under another one (no cache is cleared); functions a caller jitted before the change
-keep the program they traced, as with any trace-time setting. The choice is a
-:class:`contextvars.ContextVar`: a change made in one thread (or asyncio task) is not seen by
-another, so two threads tracing under different choices do not swap each other's; a new thread
-starts with the default choice.
+tracing, and it is part of every trace-cache key JAX has: it is a JAX configuration
+state included in JAX's trace context (as ``jax_numpy_rank_promotion`` is), so any
+function, the library's or a caller's, jitted or wrapped in ``custom_jvp``,
+``custom_vmap`` or ``shard_map``, traces again under a new choice instead of reusing a
+program traced under another one, whatever ran before in the process (no cache is
+cleared). The library's own jitted entry points also take :func:`current` as a static
+argument. The choice is per thread: a change made in one thread is not seen by
+another, so two threads tracing under different choices do not swap each other's; a
+new thread starts with the default choice.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import jax
 from jax import lax
+from jax._src import config as jax_config
 from jax.extend import core
 from jax.interpreters import ad, batching, mlir
 
@@ -58,35 +60,47 @@ class Choice:
   cpu_kernel: bool = True
 
 
-# The choice in force in this thread (or task); swapped while a branch is lowered (_restored). The default is
-# a frozen dataclass, never mutated (changes replace it).
-_choice: contextvars.ContextVar[Choice] = contextvars.ContextVar("dmljax_platform_choice", default=Choice())  # noqa: B039
+# The choice in force in this thread: a JAX configuration state in JAX's trace context, so that every cache of
+# traces JAX keeps (jit's, and those behind custom_jvp, custom_vmap, shard_map and the rest, which key on the
+# function and the trace context) tells apart programs traced under different choices. Swapped while a branch is
+# lowered (_restored). The default is a frozen dataclass, never mutated (changes replace it).
+_choice = jax_config.string_or_object_state(
+  "dmljax_platform_choice",
+  Choice(),
+  "dmljax's trace-time platform choice (private: for dmljax's tests and benchmarks).",
+  include_in_jit_key=True,
+  include_in_trace_context=True,
+)
+
+
+def _set(choice: Choice) -> None:
+  _choice.set_local(choice)
 
 
 def current() -> Choice:
   """The choice in force (pass it as a static argument of a jitted entry point)."""
-  return _choice.get()
+  return _choice.value
 
 
 @contextlib.contextmanager
 def choosing(**changes: Any) -> Iterator[Choice]:
   """The current choice with ``changes`` (fields of :class:`Choice`) within the block."""
-  previous = _choice.get()
+  previous = current()
   chosen = dataclasses.replace(previous, **changes)
   if chosen.branch not in (None, *BRANCHES):
     raise ValueError(f"branch must be one of {BRANCHES} or None; got {changes['branch']!r}")
-  _choice.set(chosen)
+  _set(chosen)
   try:
     yield chosen
   finally:
-    _choice.set(previous)
+    _set(previous)
 
 
 def force(which: Branch | None) -> None:
   """From now on (in this thread) every :func:`branch` traces ``which`` only (``None``: choose by platform)."""
   if which not in (None, *BRANCHES):
     raise ValueError(f"which must be one of {BRANCHES} or None; got {which!r}")
-  _choice.set(dataclasses.replace(_choice.get(), branch=which))
+  _set(dataclasses.replace(current(), branch=which))
 
 
 def forced(which: Branch | None) -> contextlib.AbstractContextManager[Choice]:
@@ -112,7 +126,7 @@ def branch(
     implementations["cuda"] = cuda
   if tpu is not None:
     implementations["tpu"] = tpu
-  choice = _choice.get()
+  choice = current()
   if choice.branch is not None:
     return implementations.get(choice.branch, default)(x)
   return _deferred(x, implementations, choice)
@@ -129,12 +143,12 @@ def _home() -> Branch | None:
 @contextlib.contextmanager
 def _restored(choice: Choice) -> Iterator[None]:
   """``choice`` in force within the block: a branch traced at lowering time sees the choice of its call."""
-  previous = _choice.get()
-  _choice.set(choice)
+  previous = current()
+  _set(choice)
   try:
     yield
   finally:
-    _choice.set(previous)
+    _set(previous)
 
 
 def _all_branches(x: jax.Array, implementations: dict[str, Implementation], choice: Choice) -> Any:
