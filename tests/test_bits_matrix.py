@@ -155,6 +155,7 @@ class Op:
   top_k: tuple[int, bool] | None = None
   diff_arg: int = 0
   shape: tuple[int, ...] = ()
+  least: int = 1  # the shortest op_axis the call takes (top_k: k), a constraint of a symbolic op_axis
 
 
 def _top_k_op(shape: tuple[int, int], k: int, largest_first: bool) -> Op:
@@ -176,6 +177,7 @@ def _top_k_op(shape: tuple[int, int], k: int, largest_first: bool) -> Op:
     op_axis=1,
     top_k=(k, largest_first),
     shape=shape,
+    least=k,
   )
 
 
@@ -278,7 +280,7 @@ _SUM_EMPTY = Op(
   id="sum_empty",
   make=lambda rng, dtype: (sample(rng, dtype, (0, 8)),),
   call=lambda x: dml.reduce(x, "sum", 0),
-  expect=lambda x: (_zeros((8,), _summed(x.dtype)), None),
+  expect=lambda x: (_zeros(x.shape[1:], _summed(x.dtype)), None),
   accepts=lambda dtype: True,
   batch_axis=1,
 )
@@ -295,6 +297,7 @@ _TOP_K_EMPTY = Op(
   call=lambda x: dml.top_k(x, 3),
   expect=lambda x: (x[:, :3], np.zeros((0, 3), np.int32)),
   op_axis=1,
+  least=3,
 )
 
 
@@ -422,7 +425,18 @@ def _choice(path: str) -> contextlib.AbstractContextManager[Any]:
 
 # Columns -----------------------------------------------------------------------------------------------------
 
-COLUMNS = ("plain", "jit", "vmap", "jvp", "auto_op", "auto_batch", "explicit_op", "explicit_batch", "export")
+COLUMNS = (
+  "plain",
+  "jit",
+  "vmap",
+  "jvp",
+  "auto_op",
+  "auto_batch",
+  "explicit_op",
+  "explicit_batch",
+  "export",
+  "export_symbolic",
+)
 _UNSHARDED = ("plain", "jit", "vmap", "jvp")
 
 
@@ -471,6 +485,8 @@ def _applies(op: Op, dtype: np.dtype, path: str, use_x64: bool, column: str) -> 
       return False
   if column == "export":
     return path == "auto"  # an export for several platforms lowers every branch
+  if column == "export_symbolic":
+    return path == "auto" and bool(_symbolic_axes(op, op.make(_seed(op.id), dtype)[0]))
   if column == "jvp":
     return op.tangent is not None and _is_float(dtype)
   if column.endswith("_op"):
@@ -565,6 +581,32 @@ def _run_sharded(op: Op, args: tuple[np.ndarray, ...], explicit: bool, axis: int
   return jax.jit(op.call, in_shardings=shardings)(*args)
 
 
+def _symbolic_axes(op: Op, first: np.ndarray) -> dict[int, str]:
+  """The axes of argument 0 that the ``export_symbolic`` column makes symbolic: the batch axis (``b``) and the axis
+  operated on (``n``), where the argument has them and they are not empty (a symbolic dimension is at least 1)."""
+  named = {op.batch_axis: "b", op.op_axis: "n"}
+  return {axis: name for axis, name in named.items() if axis is not None and first.shape[axis] > 0}
+
+
+def _symbolic_specs(op: Op, args: tuple[np.ndarray, ...]) -> list[jax.ShapeDtypeStruct]:
+  """Argument 0 with :func:`_symbolic_axes` symbolic (op_axis at least ``op.least`` long: a top-k row ``k``, as
+  jax.lax.top_k needs), the others as they are."""
+  symbols = _symbolic_axes(op, args[0])
+  constraints = [f"n >= {op.least}"] if op.least > 1 and "n" in symbols.values() else []
+  shape = ", ".join(symbols.get(axis, str(size)) for axis, size in enumerate(args[0].shape))
+  first = jax.ShapeDtypeStruct(jax.export.symbolic_shape(shape, constraints=constraints), args[0].dtype)
+  return [first, *(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args[1:])]
+
+
+def _grown(op: Op, args: tuple[np.ndarray, ...], rng: np.random.Generator, dtype: np.dtype) -> tuple[np.ndarray, ...]:
+  """The arguments at another size: argument 0 with another of its kind joined along each symbolic axis."""
+  first = args[0]
+  for axis in _symbolic_axes(op, first):
+    other = op.make(rng, dtype)[0]
+    first = np.concatenate([first, np.resize(other, first.shape)], axis=axis)
+  return (first, *args[1:])
+
+
 def _narrowed(args: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
   """The arguments as JAX narrows 64-bit NumPy data without x64 (float64 to float32, int64 to int32, ...)."""
   with np.errstate(over="ignore", invalid="ignore"):
@@ -592,7 +634,8 @@ def _run(cell: Cell, args: tuple[np.ndarray, ...]) -> None:
     other = op.make(_seed(cell.id, "vmap"), cell.dtype)[0]
     got = jax.vmap(op.call, in_axes=(0, *(None for _ in args[1:])))(np.stack([args[0], other]), *args[1:])
     for n, first in enumerate((args[0], other)):
-      _check(op, jax.tree.map(lambda a, n=n: a[n], got), (first, *args[1:]), f"vmap, batch {n}")
+      # Sliced in NumPy: an eager slice of a JAX array is an XLA program, which may rewrite a narrow float's NaNs.
+      _check(op, jax.tree.map(lambda a, n=n: np.asarray(a)[n], got), (first, *args[1:]), f"vmap, batch {n}")
   elif column == "jvp":
     assert op.tangent is not None
     position = op.diff_arg
@@ -613,6 +656,13 @@ def _run(cell: Cell, args: tuple[np.ndarray, ...]) -> None:
     if cell.dtype not in NOT_SERIALIZED:
       exported = jax.export.deserialize(exported.serialize())
     _check(op, exported.call(*args), args, column)
+  elif column == "export_symbolic":
+    exported = jax.export.export(jax.jit(op.call), platforms=("cpu", "cuda", "tpu"))(*_symbolic_specs(op, args))
+    if cell.dtype not in NOT_SERIALIZED:
+      exported = jax.export.deserialize(exported.serialize())
+    grown = _grown(op, args, _seed(cell.id, "grown"), cell.dtype)
+    for n, at in enumerate((args, grown)):
+      _check(op, exported.call(*at), at, f"{column}, size {n}: {at[0].shape}")
   else:
     explicit = column.startswith("explicit")
     axis = op.op_axis if column.endswith("_op") else op.batch_axis
@@ -638,8 +688,8 @@ def _coverage(cell: Cell) -> set[tuple[Any, ...]]:
     covered.add(("strategy", cell.path, _is_float(cell.dtype)))
   if cell.dtype in WIDE:
     covered.add(("wide-x64", cell.dtype.name, cell.x64))
-  if cell.column == "export":  # every platform's branch lowered, the TPU kernel's Mosaic one included
-    covered.add(("export-x64", cell.op.id, cell.x64))
+  if cell.column in ("export", "export_symbolic"):  # every platform's branch lowered, the TPU kernel's included
+    covered.add((f"{cell.column}-x64", cell.op.id, cell.x64))
   return covered
 
 

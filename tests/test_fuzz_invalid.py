@@ -395,7 +395,8 @@ PINNED: list[tuple[str, Thunk, str]] = [  # (rule, call, message)
   (
     "sizes are integers",
     lambda: dml.execute(dataclasses.replace(_REDUCE_SUM, output_tensor=T(f32, (2, 1.0))), _X23),  # type: ignore[arg-type]
-    "REDUCE: output_tensor.sizes must be a sequence of integers; got output_tensor.sizes=(2, 1.0)",
+    "REDUCE: output_tensor.sizes must be a sequence of integers (or jax.export's symbolic dimensions); "
+    "got output_tensor.sizes=(2, 1.0)",
   ),
   (
     "rank 1 to 8",

@@ -38,6 +38,7 @@ from dmljax._src import (
   reduce_extreme,
   selection,
   shardings,
+  symbolic,
   tensor_desc,
   trailing_peak,
 )
@@ -219,10 +220,10 @@ def arg_extreme(
   del choice  # a static argument so that a program traced under another choice is not reused
   out_shape = axes_lib.output_shape(x.shape, axes, keepdims)
   count = math.prod(x.shape[a] for a in axes)
-  if count == 1:
+  if symbolic.decide(lambda: count == 1, otherwise=False):
     return jnp.zeros(out_shape, index_dtype)
-  flat_dtype: np.dtype = np.dtype(np.int32)
-  if count - 1 > INT32_FLAT_LARGEST_INDEX:
+  flat_dtype: np.dtype = np.dtype(np.int32)  # over symbolic axes too, as jnp.argmax indexes them
+  if symbolic.decide(lambda: count - 1 > INT32_FLAT_LARGEST_INDEX, otherwise=False):
     # The index type can hold count - 1 (checked), so uint32 does whenever x64 is off.
     flat_dtype = np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.uint32)
   peak_index = _first_or_last_peak(x, axes, flat_dtype, find_max=find_max, last=last)

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dmljax._src import enums
+from dmljax._src import enums, symbolic
 from dmljax._src.errors import Problems
 from dmljax._src.fields import Fields
 
@@ -146,6 +146,12 @@ def _static_hint(p: Problems, field: str, value: Any, traced_advice: str = "") -
     )
     return True
   values = value if isinstance(value, (tuple, list)) else (value,)
+  if any(symbolic.is_symbolic(v) for v in values):
+    p.add(
+      symbolic.static_message(field, "it sets the output's shape, which a program has once for all sizes"),
+      f"{field}={value!r}",
+    )
+    return True
   if any(isinstance(v, (float, np.floating)) for v in values):
     p.add(f"{field} must be a Python int (not a float), because it sets the output's shape", f"{field}={value!r}")
     return True

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dmljax._src import symbolic
 from dmljax._src.errors import Problems
 
 
@@ -116,10 +117,14 @@ MAX_ELEMENTS = (2**63 - 1) // 16
 
 
 def extent_fits(p: Problems, what: str, shape: tuple[int, ...], got: str) -> bool:
-  """An output of ``shape`` must have at most :data:`MAX_ELEMENTS` elements (larger aborts XLA)."""
+  """An output of ``shape`` must have at most :data:`MAX_ELEMENTS` elements (larger aborts XLA).
+
+  A shape with symbolic dimensions passes: its size is known only when the exported program is called, on arrays
+  that already exist.
+  """
   count = math.prod(shape)
   return p.require(
-    count <= MAX_ELEMENTS,
+    symbolic.decide(lambda: count <= MAX_ELEMENTS, otherwise=True),
     f"{what} must have at most 2**59 - 1 elements (XLA counts an array's bytes in int64, and past that it aborts "
     "the process)",
     f"{got} (output shape {tuple(shape)}, {count} elements)",
@@ -253,21 +258,23 @@ def require_integer(p: Problems, field: str, dtype: np.dtype) -> bool:
   return p.require(is_integer(dtype), f"{field} must have an integer dtype", f"{field}.dtype={dtype.name}")
 
 
-def index_dtype_can_hold(p: Problems, field: str, index_dtype: np.dtype, largest: int, what: str) -> bool:
-  """An index of ``largest`` must be representable in ``index_dtype``."""
+def index_dtype_can_hold(p: Problems, field: str, index_dtype: np.dtype, largest: Any, what: str) -> bool:
+  """An index of ``largest`` must be representable in ``index_dtype`` (a symbolic one is assumed to be, as jax.lax
+  assumes an int32 indexes a symbolic dimension)."""
   return p.require(
-    largest <= int(np.iinfo(index_dtype).max),
+    symbolic.decide(lambda: largest <= int(np.iinfo(index_dtype).max), otherwise=True),
     f"{field} {index_dtype.name} cannot index {what} (largest index {largest}, "
     f"{index_dtype.name} holds at most {np.iinfo(index_dtype).max})",
     f"{field}={index_dtype.name}",
   )
 
 
-def positions_fit(p: Problems, field: str, size: int) -> bool:
-  """Positions along a dimension are computed in int32 unless x64 is on (no silent downcast)."""
+def positions_fit(p: Problems, field: str, size: Any) -> bool:
+  """Positions along a dimension are computed in int32 unless x64 is on (no silent downcast); along a symbolic
+  dimension, in int32, as jax.lax computes them."""
   limit = int(np.iinfo(np.int32).max)
   return p.require(
-    size - 1 <= limit or x64_enabled(),
+    symbolic.decide(lambda: size - 1 <= limit, otherwise=True) or x64_enabled(),
     f"{field} = {size} needs 64-bit positions (int32 holds at most {limit}): "
     "enable jax.config.update('jax_enable_x64', True)",
     f"{field}={size} with jax_enable_x64 off",

@@ -43,7 +43,17 @@ from jax.interpreters import batching, mlir
 from jax.sharding import NamedSharding, PartitionSpec
 from jax.typing import ArrayLike
 
-from dmljax._src import autodiff, descriptor_path, dtypes, fields, index_math, shardings, tensor_desc, value_bits
+from dmljax._src import (
+  autodiff,
+  descriptor_path,
+  dtypes,
+  fields,
+  index_math,
+  shardings,
+  symbolic,
+  tensor_desc,
+  value_bits,
+)
 from dmljax._src import axes as axes_lib
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -216,6 +226,13 @@ def _check_gather_nd(
     return None
   q = indices_shape[-1]
   batch_field = f["batch_dims"]
+  if symbolic.is_symbolic(q):
+    what = f"{f.shape('indices')}[-1] (the index tuple length)"
+    p.add(
+      symbolic.static_message(what, f"it sets how many dimensions of {f['x']} are indexed, so the output's rank"),
+      f"{f.shape('indices')}={symbolic.describe(indices_shape)}",
+    )
+    return None
   # Batch dimensions come before the indices' tuple dimension and before at least one indexed dimension of x.
   most = min(len(indices_shape), len(x_shape)) - 1
   statement = (
@@ -403,14 +420,16 @@ def _gather_bits(x: jax.Array, indices: jax.Array, *, batch_dims: int) -> jax.Ar
 # the table may be split over devices, XLA's partitioner makes a gather of masked gathers and an all-reduce SUM,
 # which turns -0.0 into +0.0 and quietens signalling NaNs: there the table's bits are gathered, exact on integers
 # (4- and 2-bit integers widened to 8 bits: XLA:CPU has no all-reduce for them).
-# On one device the float gather is exact and costs what ``x[i]`` costs (reading the table's bits would count the
-# whole table in XLA's cost estimate, which decides whether XLA:CPU runs a small program inline).
+# On one device the float gather is exact (8-bit floats apart: value_bits.moves_exactly) and costs what ``x[i]``
+# costs (reading the table's bits would count the whole table in XLA's cost estimate, which decides whether XLA:CPU
+# runs a small program inline).
 _values_p = Primitive("dmljax_gather_nd_values")
 
 
 @_values_p.def_impl
 def _values_impl(x: jax.Array, indices: jax.Array, *, batch_dims: int) -> jax.Array:
-  return _plain_gather(x, indices, batch_dims=batch_dims)
+  gather = _plain_gather if value_bits.moves_exactly(x.dtype) else _gather_bits
+  return gather(x, indices, batch_dims=batch_dims)
 
 
 @_values_p.def_abstract_eval
@@ -421,7 +440,8 @@ def _values_abstract_eval(x: Any, indices: Any, *, batch_dims: int) -> Any:
 
 
 def _values_lowering(ctx: Any, x: Any, indices: Any, *, batch_dims: int) -> Any:
-  gather = _plain_gather if shardings.program_devices(ctx) == 1 else _gather_bits
+  one_device = shardings.program_devices(ctx) == 1
+  gather = _plain_gather if one_device and value_bits.moves_exactly(ctx.avals_in[0].dtype) else _gather_bits
   return mlir.lower_fun(functools.partial(gather, batch_dims=batch_dims), multiple_results=False)(ctx, x, indices)
 
 

@@ -8,33 +8,41 @@ in it) before any conversion; only in-range values are widened.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dmljax._src import dtypes
+from dmljax._src import dtypes, symbolic
 
 
-def position_dtype(index_dtype: np.dtype, size: int) -> np.dtype:
-  """int32, or int64 where the index type or the size needs (and x64 allows) it."""
-  wide = np.dtype(index_dtype).itemsize == 8 or size > np.iinfo(np.int32).max
+def position_dtype(index_dtype: np.dtype, size: Any) -> np.dtype:
+  """int32, or int64 where the index type or the size needs (and x64 allows) it (a symbolic size: int32, as jax.lax
+  indexes a symbolic dimension)."""
+  large = symbolic.decide(lambda: size > np.iinfo(np.int32).max, otherwise=False)
+  wide = np.dtype(index_dtype).itemsize == 8 or large
   return np.dtype(np.int64) if wide and dtypes.x64_enabled() else np.dtype(np.int32)
 
 
-def wrap_and_clamp(v: jax.Array, size: int) -> jax.Array:
+def wrap_and_clamp(v: jax.Array, size: Any) -> jax.Array:
   """GATHER_ND's index policy: a negative signed index counts from the end once, then clamps to ``[0, size-1]``."""
   dtype = np.dtype(v.dtype)
   work = position_dtype(dtype, size)
   info = jnp.iinfo(dtype)
   if not dtypes.is_signed_integer(dtype):
+    if symbolic.is_symbolic(size):
+      # Capped in its own type at what the position type holds first, so that the conversion cannot wrap.
+      capped = jnp.minimum(v, np.array(min(int(info.max), int(np.iinfo(work).max)), dtype)).astype(work)
+      return jnp.minimum(capped, symbolic.constant(size - 1, work))
     return jnp.minimum(v, np.array(min(size - 1, int(info.max)), dtype)).astype(work)
   wrapped = v.astype(work)
-  wrapped = jnp.where(wrapped < 0, wrapped + np.array(size, work), wrapped)
-  return jnp.clip(wrapped, np.array(0, work), np.array(size - 1, work))
+  wrapped = jnp.where(wrapped < 0, wrapped + symbolic.constant(size, work), wrapped)
+  return jnp.clip(wrapped, np.array(0, work), symbolic.constant(size - 1, work))
 
 
-def wrap_for_clipping_gather(v: jax.Array, size: int) -> jax.Array:
+def wrap_for_clipping_gather(v: jax.Array, size: Any) -> jax.Array:
   """:func:`wrap_and_clamp` without the final clamp, for a gather in ``CLIP`` mode, which clamps every start index.
 
   Signed indices only count from the end once (fewer operations per index); unsigned ones are still
@@ -45,7 +53,7 @@ def wrap_for_clipping_gather(v: jax.Array, size: int) -> jax.Array:
     return wrap_and_clamp(v, size)
   work = position_dtype(dtype, size)
   wrapped = v.astype(work)
-  return jnp.where(wrapped < 0, wrapped + np.array(size, work), wrapped)
+  return jnp.where(wrapped < 0, wrapped + symbolic.constant(size, work), wrapped)
 
 
 def hot_positions(v: jax.Array, size: int, axis: int, *, from_end: bool) -> jax.Array:

@@ -65,6 +65,7 @@ from dmljax._src import (
   platform,
   reduce_extreme,
   shardings,
+  symbolic,
   tensor_desc,
 )
 from dmljax._src import axes as axes_lib
@@ -251,15 +252,23 @@ def _check_reduce(
   return canonical
 
 
-def _by_dot(x: jax.Array, axes: tuple[int, ...]) -> bool:
-  """Whether a float32/float64 sum over ``axes`` is a large sum over some leading axes (a column sum)."""
-  return (
+def _by_dot(x: jax.Array, axes: tuple[int, ...]) -> bool | jax.Array:
+  """Whether a float32/float64 sum over ``axes`` is a large sum over some leading axes (a column sum).
+
+  Where jax.export's symbolic dimensions leave the size open, a boolean the program computes from them: the
+  exported program sums as the jitted one does at every size (the two sums round differently).
+  """
+  if not (
     np.dtype(x.dtype) in (np.dtype(np.float32), np.dtype(np.float64))
     and 0 < len(axes) < x.ndim
     and axes == tuple(range(len(axes)))
-    and x.size >= 1 << 16
-    and math.prod(x.shape[len(axes) :]) >= 16
-  )
+  ):
+    return False
+  if symbolic.is_static(x.shape):
+    return x.size >= 1 << 16 and math.prod(x.shape[len(axes) :]) >= 16
+  # Compared as float32: a size past int32 rounds, but stays on its side of either bound.
+  size, columns = (symbolic.constant(math.prod(s), np.float32) for s in (x.shape, x.shape[len(axes) :]))
+  return (size >= 1 << 16) & (columns >= 16)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
@@ -325,7 +334,7 @@ def _product_tree(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
   def plain(x: jax.Array) -> jax.Array:
     return jnp.prod(x, axes, keepdims=True, dtype=x.dtype)
 
-  if not axes or axes != tuple(range(kept, x.ndim)) or shardings.splits_explicitly(x, axes):
+  if not shardings.blockwise(x, axes, trailing=True):
     # An explicit sharding of a reduced axis would need the halving's reshapes to name their output
     # shardings; the plain product lets XLA reduce each shard and combine the partial products.
     return plain(x)
@@ -413,7 +422,11 @@ def _reduce(
 
   if function == F.SUM:
     # float16/bfloat16: XLA's reduction widens each element as it reads it; the product would need a widened copy.
-    out = _sum_over_leading_axes(a, axes) if _by_dot(x, axes) else total(a)
+    by_dot = _by_dot(x, axes)
+    if isinstance(by_dot, bool):
+      out = _sum_over_leading_axes(a, axes) if by_dot else total(a)
+    else:
+      out = lax.cond(by_dot, lambda v: _sum_over_leading_axes(v, axes), total, a)
   elif function == F.SUM_SQUARE:
     out = total(jnp.square(a))
   elif function == F.L1:
@@ -421,7 +434,7 @@ def _reduce(
   elif function == F.L2:
     out = _l2(a, axes)
   elif function == F.AVERAGE:
-    out = total(a) / np.array(math.prod(x.shape[d] for d in axes), a.dtype)
+    out = total(a) / symbolic.constant(math.prod(x.shape[d] for d in axes), a.dtype)
   elif function == F.LOG_SUM:
     out = jnp.log(_flush_subnormal(total(a)))
   elif function == F.LOG_SUM_EXP:

@@ -91,7 +91,7 @@ def tree(
   def plain(x: jax.Array) -> jax.Array:
     return reduction.reduced(key(x), axes)
 
-  if not axes or axes != tuple(range(axes[0], axes[-1] + 1)) or shardings.splits_explicitly(x, axes):
+  if not shardings.blockwise(x, axes):
     return plain(x)
 
   def cpu(x: jax.Array) -> jax.Array:
@@ -448,7 +448,7 @@ def _count_hits(x: jax.Array, out: jax.Array, axes: tuple[int, ...]) -> jax.Arra
   def plain(x: jax.Array) -> jax.Array:
     return jnp.sum(_hits(x, out), axes, keepdims=True, dtype=np.int32)
 
-  if not axes or axes != tuple(range(axes[0], axes[-1] + 1)) or shardings.splits_explicitly(x, axes):
+  if not shardings.blockwise(x, axes):
     return plain(x)
 
   def one_device(x: jax.Array) -> jax.Array:
@@ -498,9 +498,8 @@ def _by_kernel(x: jax.Array, axes: tuple[int, ...], find_max: bool, composition:
   where the library is loaded and the program is not being exported; ``composition`` everywhere else, and as
   the kernel's own lowering where it cannot run. Both give the same bits.
   """
-  contiguous = bool(axes) and axes == tuple(range(axes[0], axes[-1] + 1))
   chosen = np.dtype(x.dtype) in KERNEL_TYPES and platform.current().cpu_kernel
-  if not contiguous or not chosen or shardings.splits_explicitly(x, axes):
+  if not chosen or not shardings.blockwise(x, axes):
     return composition(x, axes, find_max)
   first, end = axes[0], axes[-1] + 1
   rows: tuple[int, ...] = (math.prod(x.shape[:first]), math.prod(x.shape[first:end]), math.prod(x.shape[end:]))

@@ -59,7 +59,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dmljax._src import dtypes, platform, shardings, value_bits
+from dmljax._src import dtypes, platform, shardings, symbolic, value_bits
 from dmljax._src.strategies import dispatch
 from dmljax._src.strategies.case import Case
 
@@ -252,7 +252,9 @@ def _top_k_by_chunks_lowering(
 ) -> Any:
   # Every axis split over mesh devices is split in a number of parts that divides both the axis length and
   # the device count, so in this many chunks no chunk straddles two devices.
-  chunks = math.gcd(ctx.avals_in[0].shape[-1], shardings.program_devices(ctx))
+  # A symbolic length (jax.export) is not chunked: such a program is not split over devices by XLA's partitioner.
+  length, devices = ctx.avals_in[0].shape[-1], shardings.program_devices(ctx)
+  chunks = 1 if devices == 1 or symbolic.is_symbolic(length) else math.gcd(length, devices)
   if chunks == 1:
     select = functools.partial(local_top_k, k=k, descending=descending, last=last)
   else:

@@ -16,7 +16,7 @@ from jax.extend import core
 from jax.interpreters import ad, batching, mlir
 from jax.sharding import AxisType
 
-from dmljax._src import platform
+from dmljax._src import platform, symbolic
 
 AxisNames = tuple[str, ...]
 
@@ -51,6 +51,18 @@ def splits_explicitly(x: jax.Array, axes: tuple[int, ...]) -> bool:
   """Whether an explicit-axes sharding (visible in ``x``'s type) splits any of ``axes``."""
   found = explicit_spec(x)
   return found is not None and any(found[1][a] is not None for a in axes)
+
+
+def blockwise(x: jax.Array, axes: tuple[int, ...], *, trailing: bool = False) -> bool:
+  """Whether a one-device route that blocks the reduced axes (the halving, a CPU kernel) may reduce ``x`` over
+  ``axes``: they are contiguous (the trailing ones, with ``trailing``), no explicit sharding splits them, and ``x``'s
+  shape is static (``jax.export``'s symbolic dimensions take XLA's own reduction, which takes any shape).
+
+  Where this holds, :func:`by_program_devices` still chooses between the two routes when the program is lowered.
+  """
+  if not axes or axes != tuple(range(axes[0], axes[-1] + 1)) or (trailing and axes[-1] != x.ndim - 1):
+    return False
+  return not splits_explicitly(x, axes) and symbolic.is_static(x.shape)
 
 
 def program_devices(ctx: Any) -> int:
@@ -117,12 +129,14 @@ def by_program_devices(
   count: a one-device ``jit`` in a process of eight devices takes ``one_device``, the same code under a
   ``jit`` whose arguments are sharded over a mesh takes ``several`` (automatic axes are known only then). An
   array whose type names explicit mesh axes (sharding in types) is known to be spread at trace time and takes
-  ``several`` at once. ``one_device`` is traced when this is called, ``several`` only when a program of several
-  devices is lowered, unless ``trace_several``: then both now, which ``several`` needs where it holds a
-  ``custom_partitioning`` call (JAX gives such a program its devices when lowering it only where it finds the
-  call in the program it traced).
+  ``several`` at once, as does an array with symbolic dimensions. ``one_device`` is traced when this is called,
+  ``several`` only when a program of several devices is lowered, unless ``trace_several``: then both now, which
+  ``several`` needs where it holds a ``custom_partitioning`` call (JAX gives such a program its devices when
+  lowering it only where it finds the call in the program it traced).
   """
-  if explicit_spec(x) is not None:
+  if explicit_spec(x) is not None or not symbolic.is_static(x.shape):
+    # A shape with jax.export's symbolic dimensions also takes ``several``: the one-device routes (the halving, the
+    # kernels) need static shapes, the partitioner's take any.
     return several(x)
   return _deferred(x, one_device, several, platform.current(), trace_several)
 

@@ -11,6 +11,8 @@ with the functional path.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import dtypes, enums
+from dmljax._src import dtypes, enums, symbolic
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
 from dmljax._src.feature_levels import TensorSupport
@@ -35,7 +37,9 @@ class TensorDesc:
     data_type: ``DataType``, a :class:`DataType` member, its numeric value, or
       the NumPy/JAX dtype of the same name (``np.float32``, ``"int64"``).
     sizes: ``Sizes`` (``DimensionCount`` is ``len(sizes)``), outermost first:
-      1 to 8 dimensions, none of size 0.
+      1 to 8 dimensions, none of size 0. Under ``jax.export`` with symbolic
+      shapes a size may be a symbolic dimension (``TensorDesc.like`` of the
+      traced input keeps it), wherever the operator does not need it concrete.
 
   Raises:
     DescriptorError: from :func:`execute`, for an unknown data type, a rank
@@ -85,7 +89,7 @@ class TensorDesc:
     data_type = dtypes.data_type_of(x.dtype)
     if data_type is None:
       raise TypeError(f"dtype {np.dtype(x.dtype).name} has no DirectML data type")
-    return cls(data_type, tuple(int(s) for s in x.shape))
+    return cls(data_type, tuple(s if symbolic.is_symbolic(s) else int(s) for s in x.shape))
 
 
 def well_formed(p: Problems, field: str, desc: Any) -> bool:
@@ -103,8 +107,8 @@ def well_formed(p: Problems, field: str, desc: Any) -> bool:
   )
   sizes = desc.sizes
   if not p.require(
-    isinstance(sizes, tuple) and all(axes_lib.is_int(s) for s in sizes),
-    f"{field}.sizes must be a sequence of integers",
+    isinstance(sizes, tuple) and all(axes_lib.is_int(s) or symbolic.is_symbolic(s) for s in sizes),
+    f"{field}.sizes must be a sequence of integers (or jax.export's symbolic dimensions)",
     f"{field}.sizes={sizes!r}",
   ):
     return False
@@ -114,7 +118,7 @@ def well_formed(p: Problems, field: str, desc: Any) -> bool:
     f"{field}.sizes={sizes} (rank {len(sizes)})",
   )
   ok &= p.require(
-    all(s >= 1 for s in sizes),
+    all(symbolic.decide(functools.partial(operator.ge, s, 1), otherwise=False) for s in sizes),
     f"{field}.sizes must all be >= 1 (DirectML has no size-0 dimensions)",
     f"{field}.sizes={sizes}",
   )

@@ -32,7 +32,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import descriptor_path, dtypes, fields, platform, selection, tensor_desc
+from dmljax._src import descriptor_path, dtypes, fields, platform, selection, symbolic, tensor_desc
 from dmljax._src.axes import AxisDirection
 from dmljax._src.dtypes import DataType
 from dmljax._src.errors import Problems
@@ -202,7 +202,19 @@ def _check_k(
   """``least <= k <= shape[axis]`` (1 for DirectML, 0 as ``jax.lax.top_k``), and indices that fit ``index_dtype``."""
   size = shape[axis]
   statement = f"k must satisfy {least} <= k <= {f.shape('x')}[axis] (= {size})"
-  count = axes_lib.static_int(p, "k", k, statement, lambda k: least <= k <= size, traced_advice=TRACED_K_ADVICE)
+  if symbolic.is_symbolic(size):
+    statement += (
+      f"; the axis is jax.export's symbolic dimension {size}: state its least value, e.g. "
+      f"jax.export.symbolic_shape(..., constraints=['{size} >= {k}'])"
+    )
+  count = axes_lib.static_int(
+    p,
+    "k",
+    k,
+    statement,
+    lambda k: symbolic.decide(lambda: least <= k <= size, otherwise=False),
+    traced_advice=TRACED_K_ADVICE,
+  )
   ok = count is not None
   if index_dtype is not None:
     ok &= dtypes.index_dtype_can_hold(p, f["index_dtype"], index_dtype, size - 1, f"axis {axis} of size {size}")

@@ -34,6 +34,16 @@ def carrier(dtype: np.dtype) -> np.dtype:
   return dtype
 
 
+def moves_exactly(dtype: np.dtype) -> bool:
+  """Whether XLA moves values of ``dtype`` unchanged on one device (a gather, a slice, a select, a concatenation).
+
+  8-bit and narrower floats do not: XLA:CPU (from jax 0.12's XLA) carries their data movement through float16,
+  which turns every NaN into one NaN (float8_e4m3's 0x79 comes back 0x7C). They move as :func:`to_bits`.
+  """
+  dtype = np.dtype(dtype)
+  return not (dtypes.is_float(dtype) and _width(dtype) <= 8)
+
+
 def to_bits(x: jax.Array) -> jax.Array:
   """``x``'s bits as :func:`carrier`'s integer (integers of 8 bits or more unchanged)."""
   dtype = np.dtype(x.dtype)

@@ -68,7 +68,7 @@ def _per_row_shape(shape: tuple[int, ...], batch: tuple[int, ...]) -> tuple[int,
   if shape == (*batch, 1):
     return batch
   try:
-    return shape if np.broadcast_shapes(shape, batch) == batch else None
+    return shape if jnp.broadcast_shapes(shape, batch) == batch else None
   except ValueError:
     return None
 

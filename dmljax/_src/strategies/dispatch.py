@@ -5,7 +5,9 @@ Each strategy is a module of this package that declares the cases it handles (ty
 handles the case and the row's condition (``pays``, about speed only) holds. Every table ends in a row that
 handles every case. Rows longer than int32 can index take :func:`sort.wide_rows` everywhere. Under
 ``platform.choosing(top_k=name)`` the named strategy runs on every platform instead (tests and benchmarks),
-and naming one for a case it does not handle is an error.
+and naming one for a case it does not handle is an error. Where a shape holds ``jax.export``'s symbolic dimensions,
+only the rows whose strategy declares them (``shapes=``) apply: the kernels' rows need static shapes, the staged
+rows a static row length; every table's last row takes any shape.
 
 ==========  ====================  =========================================================================
 platform    strategy              handles / runs when
@@ -59,9 +61,9 @@ def _next_row(which: platform.Branch, name: str) -> Select:
   return select
 
 
-SORTED_KEYS = Strategy("sorted_keys", sort.sorted_keys, sort.handles)
+SORTED_KEYS = Strategy("sorted_keys", sort.sorted_keys, sort.handles, shapes="any")
 CHUNKED_SORTS = Strategy(
-  "chunked_sorts", staged.accelerator_chunked, staged.accelerator_handles, staged.accelerator_pays
+  "chunked_sorts", staged.accelerator_chunked, staged.accelerator_handles, staged.accelerator_pays, shapes="batch"
 )
 
 TABLES: dict[platform.Branch, tuple[Strategy, ...]] = {
@@ -69,21 +71,21 @@ TABLES: dict[platform.Branch, tuple[Strategy, ...]] = {
     Strategy(
       cpu_kernel.NAME, cpu_kernel.selecting(_next_row("cpu", cpu_kernel.NAME)), cpu_kernel.handles, cpu_kernel.pays
     ),
-    Strategy("cpu_float_view", cpu.float_view, cpu.float_view_handles, cpu.float_view_pays),
-    Strategy("cpu_chunked", cpu.chunked, cpu.chunked_handles, cpu.chunked_pays),
-    Strategy("cpu_extracted", cpu.extracted, cpu.extracted_handles, cpu.extracted_pays),
-    Strategy("cpu_key_view", cpu.key_view, cpu.every_case),
+    Strategy("cpu_float_view", cpu.float_view, cpu.float_view_handles, cpu.float_view_pays, shapes="any"),
+    Strategy("cpu_chunked", cpu.chunked, cpu.chunked_handles, cpu.chunked_pays, shapes="batch"),
+    Strategy("cpu_extracted", cpu.extracted, cpu.extracted_handles, cpu.extracted_pays, shapes="batch"),
+    Strategy("cpu_key_view", cpu.key_view, cpu.every_case, shapes="any"),
   ),
   "cuda": (
-    Strategy("peak_reduction", peak.select, peak.handles),
+    Strategy("peak_reduction", peak.select, peak.handles, shapes="any"),
     Strategy(one_pass.NAME, one_pass.selection(_next_row("cuda", one_pass.NAME)), one_pass.handles, one_pass.pays),
     Strategy("gpu_kernel", gpu_kernel.select, gpu_kernel.handles, gpu_kernel.pays),
     CHUNKED_SORTS,
     SORTED_KEYS,
   ),
   "tpu": (
-    Strategy("sorted_with_values", sort.sorted_with_values, sort.handles, tpu_kernel.short_row),
-    Strategy("tpu_kernel", tpu_kernel.select, tpu_kernel.handles, tpu_kernel.pays),
+    Strategy("sorted_with_values", sort.sorted_with_values, sort.handles, tpu_kernel.short_row, shapes="any"),
+    Strategy("tpu_kernel", tpu_kernel.select, tpu_kernel.handles, tpu_kernel.pays, shapes="any"),
     CHUNKED_SORTS,
     SORTED_KEYS,
   ),
@@ -100,7 +102,7 @@ def strategy(which: platform.Branch, case: Case) -> Strategy:
   if forced not in BY_NAME:
     raise ValueError(f"top-k strategy must be one of {sorted(BY_NAME)}; got {forced!r}")
   chosen = BY_NAME[forced]
-  if not chosen.handles(case):
+  if not chosen.handles_case(case):
     handles = " ".join((chosen.handles.__doc__ or "").split())
     raise ValueError(
       f"top-k strategy {forced!r} does not handle {case} (it handles: {handles or 'see its module'}); "

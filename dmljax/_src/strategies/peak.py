@@ -9,6 +9,7 @@ argmin/argmax on GPUs and TPUs.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -16,16 +17,16 @@ import numpy as np
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dmljax._src import rank_keys, shardings
+from dmljax._src import rank_keys, shardings, symbolic
 from dmljax._src.strategies.case import Case, gathered
 
 
-def flat_index(shape: tuple[int, ...], axes: Sequence[int], dtype: np.dtype) -> jax.Array:
+def flat_index(shape: tuple[Any, ...], axes: Sequence[int], dtype: np.dtype) -> jax.Array:
   """The row-major flat position over ``axes`` (ascending) of every element of an array of ``shape``."""
   flat = jnp.zeros(shape, dtype)
   stride = 1
   for a in reversed(sorted(axes)):
-    flat = flat + lax.broadcasted_iota(dtype, shape, a) * np.array(stride, dtype)
+    flat = flat + lax.broadcasted_iota(dtype, shape, a) * symbolic.constant(stride, dtype)
     stride *= shape[a]
   return flat
 

@@ -12,20 +12,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import numpy as np
 from jax import lax
 
-from dmljax._src import dtypes, rank_keys, value_bits
+from dmljax._src import dtypes, rank_keys, symbolic, value_bits
 from dmljax._src.strategies.case import Case, Selected, gathered
 
 # lax.top_k returns int32 indices; longer rows take the stable sort (tests lower this to cover that path).
 LAX_TOP_K_LARGEST_INDEX = int(np.iinfo(np.int32).max)
 
 
-def index_dtype(size: int) -> np.dtype:
-  """The type of the indices into rows of ``size``: int32 where it can index them."""
-  if size - 1 > LAX_TOP_K_LARGEST_INDEX:
+def index_dtype(size: Any) -> np.dtype:
+  """The type of the indices into rows of ``size``: int32 where it can index them (a symbolic size is assumed to be
+  indexable by int32, as jax.lax assumes)."""
+  if symbolic.decide(lambda: size - 1 > LAX_TOP_K_LARGEST_INDEX, otherwise=False):
     return np.dtype(np.int64) if dtypes.x64_enabled() else np.dtype(np.uint32)
   return np.dtype(np.int32)
 

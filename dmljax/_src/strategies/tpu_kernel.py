@@ -49,7 +49,7 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import mlir
 
-from dmljax._src import dtypes, platform, rank_keys
+from dmljax._src import dtypes, platform, rank_keys, symbolic
 from dmljax._src.strategies import kernel_keys, tpu_fetch
 from dmljax._src.strategies.case import Case, Selected
 
@@ -185,7 +185,9 @@ def _selection_impl(x: jax.Array, **params: Any) -> Selected:
 
 
 def _selection_lowering(ctx: Any, x: Any, **params: Any) -> Any:
-  selection = _partitioned if _partitioned_by_xla(ctx) else _one_device
+  # A shape with jax.export's symbolic dimensions takes the XLA program too: a Mosaic kernel needs static shapes.
+  static = symbolic.is_static(ctx.avals_in[0].shape)
+  selection = _partitioned if _partitioned_by_xla(ctx) or not static else _one_device
   return mlir.lower_fun(functools.partial(selection, **params), multiple_results=True)(ctx, x)
 
 
