@@ -86,6 +86,17 @@ def test_top_k_longest_axes_the_index_type_holds_trace() -> None:
     )
 
 
+def test_top_k_along_an_axis_of_2_31_elements_traces_without_a_warning_with_its_tangent() -> None:
+  """int32 indexes every position of an axis of 2**31 elements: no value or tangent gather converts the indices to
+  int64, which warns without x64 (the suite's warnings are errors)."""
+  x = S((INT32_MAX + 1,), jnp.float32)
+
+  def jvp(x: jax.Array) -> Any:
+    return jax.jvp(lambda x: dml.top_k(x, 2)[0], (x,), (x,))
+
+  assert _shape_of(jvp, x) == (((2,), np.dtype(np.float32)), ((2,), np.dtype(np.float32)))
+
+
 # --------------------------------------------------------------------------- ARGMIN / ARGMAX / REDUCE ARG*
 
 

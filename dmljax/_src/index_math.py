@@ -80,6 +80,30 @@ def hot_positions(v: jax.Array, size: int, axis: int, *, from_end: bool) -> jax.
   return (iota == wide) | (iota == wide + np.array(size, work))
 
 
+def take_along_last_axis(x: jax.Array, indices: jax.Array) -> jax.Array:
+  """``x`` at ``indices`` (in bounds, of ``x``'s leading shape) along its last axis: ``jnp.take_along_axis(x,
+  indices, -1, mode="promise_in_bounds")``.
+
+  Along an axis of 2**31 elements or more, as a gather of the indices as they are: ``jnp.take_along_axis`` converts
+  the indices into such an axis to int64, which needs x64 (a warning without it), where int32 and uint32 indices
+  hold every position they can be given.
+  """
+  if symbolic.decide(lambda: x.shape[-1] <= np.iinfo(np.int32).max, otherwise=True):
+    return jnp.take_along_axis(x, indices, axis=-1, mode="promise_in_bounds")
+  rank = x.ndim
+  batch = tuple(range(rank - 1))
+  numbers = lax.GatherDimensionNumbers(
+    offset_dims=(),
+    collapsed_slice_dims=(rank - 1,),
+    start_index_map=(rank - 1,),
+    operand_batching_dims=batch,
+    start_indices_batching_dims=batch,
+  )
+  return lax.gather(
+    x, indices[..., None], numbers, slice_sizes=(1,) * rank, mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS
+  )
+
+
 def whole_numbers(v: jax.Array) -> jax.Array:
   """Float or complex indices as signed integers: a whole real number stays itself, anything else (a fraction, a
   non-zero imaginary part, NaN, inf, a magnitude of 2**31, or 2**63 for float64) becomes the type's minimum,

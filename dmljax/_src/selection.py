@@ -59,7 +59,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dmljax._src import dtypes, platform, shardings, symbolic, value_bits
+from dmljax._src import dtypes, index_math, platform, shardings, symbolic, value_bits
 from dmljax._src.strategies import dispatch
 from dmljax._src.strategies.case import Case
 
@@ -365,7 +365,7 @@ def top_k_last_axis(sequences: jax.Array, k: int, descending: bool, last: bool =
 def _top_k_jvp(k: int, descending: bool, last: bool, primals: Any, tangents: Any) -> Any:
   (sequences,), (tangent,) = primals, tangents
   values, indices = top_k_last_axis(sequences, k, descending, last)
-  pick = functools.partial(jnp.take_along_axis, axis=-1, mode="promise_in_bounds")
+  pick = index_math.take_along_last_axis
   if shardings.explicit_spec(tangent) is not None:
     # On explicit axes a gather along a sharded axis needs its output sharding named: the values'.
     pick = jax.sharding.auto_axes(pick, out_sharding=jax.typeof(values).sharding)

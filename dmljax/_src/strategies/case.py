@@ -13,10 +13,9 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from dmljax._src import dtypes, symbolic, value_bits
+from dmljax._src import dtypes, index_math, symbolic, value_bits
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +71,7 @@ def gathered(select_indices: Callable[[jax.Array, Case], jax.Array]) -> Select:
     indices = select_indices(x, case)
     # The gather moves bits: XLA may carry a float gather through float arithmetic (a partitioned one is masked
     # gathers and an all-reduce SUM; narrow floats are converted), which changes NaN payloads and -0.0.
-    bits = jnp.take_along_axis(value_bits.to_bits(x), indices, axis=-1, mode="promise_in_bounds")
+    bits = index_math.take_along_last_axis(value_bits.to_bits(x), indices)
     return value_bits.from_bits(bits, np.dtype(x.dtype)), indices
 
   select.__name__ = select_indices.__name__

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import ad, mlir
 
-from dmljax._src import cpu_kernel_library, platform
+from dmljax._src import cpu_kernel_library, index_math, platform
 from dmljax._src.strategies import row_kernel
 from dmljax._src.strategies.case import Case, Select, Selected
 
@@ -78,7 +78,7 @@ def _jvp(primals: Any, tangents: Any, **params: Any) -> Any:
   (rows,), (tangent,) = primals, tangents
   values, indices = _cpu_kernel_p.bind(rows, **params)
   tangent = ad.instantiate_zeros(tangent)
-  value_tangent = jnp.take_along_axis(tangent, indices, axis=-1, mode="promise_in_bounds")
+  value_tangent = index_math.take_along_last_axis(tangent, indices)
   return (values, indices), (value_tangent, ad.Zero(jax.typeof(indices).to_tangent_aval()))
 
 
