@@ -238,3 +238,47 @@ def _export(fn: Callable[..., Any], *specs: tuple[str, Any], constraints: Sequen
 def test_a_symbolic_row_shorter_than_k_could_be_is_refused_naming_the_dimension() -> None:
   with pytest.raises(dml.DescriptorError, match=r"symbolic dimension n.*constraints=\['n >= 3'\]"):
     _export(lambda x: dml.top_k(x, 3), ("b, n", np.float32))
+
+
+_MUST_BE_CONCRETE = {
+  "k": (lambda x: dml.top_k(x, x.shape[1]), ("b, n", np.float32), r"top_k: k must be a concrete number"),
+  "descriptor k": (
+    lambda x: dml.execute(dml.TopK1Desc.from_inputs(dml.TensorDesc.like(x), axis=1, k=x.shape[0]), x),
+    ("b, 8", np.float32),
+    r"TOP_K1: k must be a concrete number",
+  ),
+  "depth": (lambda i: dml.one_hot(i, i.shape[0]), ("b", np.int32), r"one_hot: depth must be a concrete number"),
+  "axis": (lambda x: dml.argmax(x, x.shape[0]), ("b, 8", np.float32), r"argmax: axis must be a concrete number"),
+  "index tuple": (
+    lambda i: dml.gather_nd(jnp.zeros((4, 4, 4)), i),
+    ("b, q", np.int32),
+    r"gather_nd: indices.shape\[-1\] \(the index tuple length\) must be a concrete number",
+  ),
+  "one_hot output depth": (
+    lambda i: dml.execute(
+      dml.OneHotDesc(
+        dml.TensorDesc.like(i),
+        dml.TensorDesc(np.float32, (1, 2)),
+        dml.TensorDesc(np.float32, (i.shape[0], i.shape[0])),
+        1,
+      ),
+      i,
+      jnp.array([[0.0, 1.0]]),
+    ),
+    ("b, 1", np.int32),
+    r"ONE_HOT: output_tensor.sizes\[axis\] must be a concrete number",
+  ),
+  "vocabulary": (
+    lambda x: dml.sampling.sample(jax.random.key(0), x),
+    ("b, n", np.float32),
+    r"sample: logits' last axis \(the vocabulary\) must be a concrete number",
+  ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_MUST_BE_CONCRETE))
+def test_a_size_that_must_be_concrete_is_refused_naming_it_and_how_to_export(name: str) -> None:
+  fn, spec, message = _MUST_BE_CONCRETE[name]
+  with pytest.raises(dml.DescriptorError, match=message) as info:
+    _export(fn, spec, constraints=["n >= 64"] if "n" in spec[0] else [])
+  assert "symbolic_shape('b, 64')" in str(info.value) or "constraints" in str(info.value)

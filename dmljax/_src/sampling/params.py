@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dmljax._src import dtypes
+from dmljax._src import dtypes, symbolic
 from dmljax._src.errors import Problems
 
 _BATCH = "logits.shape[:-1]"
@@ -38,6 +38,13 @@ def logits_array(p: Problems, logits: Any) -> jax.Array | None:
   ok &= p.require(
     array.ndim >= 1, "logits must have rank >= 1 (the last axis is the vocabulary)", f"logits.shape={array.shape}"
   )
+  if array.ndim >= 1 and symbolic.is_symbolic(array.shape[-1]):
+    why = "the candidates and the exact top-p sums are sized by it (a symbolic batch exports)"
+    p.add(
+      symbolic.static_message("logits' last axis (the vocabulary)", why),
+      f"logits.shape={symbolic.describe(array.shape)}",
+    )
+    return None
   ok &= p.require(
     array.ndim == 0 or array.shape[-1] >= 1, "logits' last axis must not be empty", f"logits.shape={array.shape}"
   )
