@@ -266,3 +266,21 @@ def test_jit_for_cuda_holds_the_kernel_and_export_does_not() -> None:
   assert not any(call in exported.mlir_module() for call in PALLAS_CALLS.values())
   assert one_pass.KERNEL_NAME not in exported.mlir_module()
   _check(x, 5, "decreasing", export.deserialize(exported.serialize()).call(x), "exported")
+
+
+def test_rows_shorter_than_a_warpgroup_take_the_next_row_when_compiled() -> None:
+  """Chosen by name for CUDA, a row of fewer than 128 elements (a warpgroup's threads) is selected by the table's
+  next row, not compiled into a kernel; 128 elements are; in interpret mode both run the kernel."""
+  assert one_pass.MIN_COMPILED_ROW == 128
+  fn = jax.jit(lambda x: dml.top_k(x, 3))
+
+  def for_cuda(n: int) -> str:
+    with platform.choosing(top_k=one_pass.NAME):
+      return fn.trace(jax.ShapeDtypeStruct((4, n), np.float32)).lower(lowering_platforms=("cuda",)).as_text()
+
+  call = PALLAS_CALLS[one_pass.cuda_backend()]
+  assert call not in for_cuda(127) and call in for_cuda(128)
+  x = _sample(np.dtype(np.float32), (4, 127), seed=17)
+  with _forced(top_k=one_pass.NAME):
+    assert "dmljax_one_pass_top_k" in str(jax.make_jaxpr(fn)(x))
+    _check(x, 3, "decreasing", fn(x), "interpret, short row")
