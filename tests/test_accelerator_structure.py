@@ -9,8 +9,8 @@ the whole row), kernel launches, and the estimate (the project's roofline on the
   most 3 launches, an estimate within 3x the native single TopK kernel's. Every other top_k on such rows
   (integer types, float16, float64 with x64, k up to 1024, INCREASING): no whole-row sort, at most 12
   launches, an estimate no higher than native's. argmin/argmax, one_hot, reductions and gather_nd: no more
-  launches than native. The one-pass Pallas kernel of small-k selections compiles for sm_90 (Triton) and is
-  what such programs call.
+  launches than native. The one-pass Pallas kernel of small-k selections compiles for sm_90 (through Mosaic GPU
+  on the jax the ``aot`` extra pins, Triton before jax 0.11) and is what such programs call.
 * TPU v5e: top_k float32/bfloat16: no whole-row sort, ``optimal_seconds`` within 3x native's. Other types on
   rows of 1024 or more: no whole-row sort and no more than native's. argmin/argmax, one_hot, reductions,
   gather_nd: within 1.05x native's.
@@ -34,10 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from accelerator_cases import FIXED, FIXED_TPU, OPS, TYPES, WIDE, Op, TopK, sample
 
-from benchmarks.compiled import availability
+from benchmarks.compiled import availability, launches
 
 GPU_PROBLEM = availability.problem("gpu")
-TRITON = "__gpu$xla.gpu.triton"
 TPU_PROBLEM = availability.problem("tpu")
 needs_gpu = pytest.mark.skipif(GPU_PROBLEM is not None, reason=f"no H100 compile: {GPU_PROBLEM}")
 needs_tpu = pytest.mark.skipif(TPU_PROBLEM is not None, reason=f"no TPU compile: {TPU_PROBLEM}")
@@ -115,26 +114,33 @@ def test_h100_other_top_k_sorts_no_whole_row(case: TopK) -> None:
 ONE_PASS_CASES = (TopK("float32", (64, 131072), 8), TopK("float32", (1024, 4096), 16, increasing=True))
 
 
+def _pallas_call() -> str:
+  """The custom call of the Pallas backend the CUDA kernels compile through on this jax."""
+  from dmljax._src.strategies import one_pass
+
+  return launches.MOSAIC_GPU if one_pass.cuda_backend() == "mosaic_gpu" else launches.TRITON
+
+
 @needs_gpu
 @pytest.mark.parametrize("case", ONE_PASS_CASES, ids=str)
-def test_h100_top_k_small_k_is_the_one_pass_triton_kernel(case: TopK) -> None:
-  """Compiled for sm_90, not in interpret mode: the program calls the Pallas kernel (a Triton call that XLA
-  compiled through to its thunks), sorts nothing, and moves little more than the input once."""
+def test_h100_top_k_small_k_is_the_one_pass_pallas_kernel(case: TopK) -> None:
+  """Compiled for sm_90, not in interpret mode: the program calls the Pallas kernel (a Mosaic GPU call that XLA
+  compiled through to its thunks, ptxas included), sorts nothing, and moves little more than the input once."""
   from dmljax._src.strategies import one_pass
 
   mine = _summary("h100", case, "dmljax")
   said = f"{case}: {_describe(mine)}"
   assert mine.from_thunks, said
-  assert mine.custom_calls.get(f"{TRITON} ({one_pass.KERNEL_NAME})") == 1, said
-  assert mine.custom_calls.get(f"{TRITON} ({one_pass.MERGE_NAME})", 0) == (case.shape[0] < 1024), said
+  assert mine.custom_calls.get(f"{_pallas_call()} ({one_pass.KERNEL_NAME})") == 1, said
+  assert mine.custom_calls.get(f"{_pallas_call()} ({one_pass.MERGE_NAME})", 0) == (case.shape[0] < 1024), said
   assert not mine.sorts, said
   input_bytes = case.shape[0] * case.shape[1] * jax.numpy.dtype(case.dtype).itemsize
   assert input_bytes <= mine.hbm_bytes <= 1.01 * input_bytes, said
 
 
 @needs_gpu
-def test_h100_target_at_compute_capability_7_5_selects_without_triton(tmp_path: Path) -> None:
-  """XLA compiles Triton calls for Ampere and newer only ("Triton support is only enabled for Ampere GPUs"):
+def test_h100_target_at_compute_capability_7_5_selects_without_the_kernel(tmp_path: Path) -> None:
+  """The kernels are for Ampere and newer (XLA compiles Triton calls for those only, and Mosaic GPU is for those):
   for the H100's description at a T4's compute capability, top_k takes XLA's selection and compiles."""
   import re
 
@@ -150,7 +156,7 @@ def test_h100_target_at_compute_capability_7_5_selects_without_triton(tmp_path: 
   spec = devices.place((64, 131072), "float32", device)
   # Compiled without the harness's cost-model statistics, which XLA keeps for newer GPUs only.
   compiled = jax.jit(TopK("float32", (64, 131072), 8).dmljax()).lower(spec).compile()
-  assert TRITON not in compiled.as_text() and "__gpu$TopK" in compiled.as_text()
+  assert not any(call in compiled.as_text() for call in launches.PALLAS) and "__gpu$TopK" in compiled.as_text()
 
 
 @needs_gpu

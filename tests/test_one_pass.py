@@ -4,13 +4,16 @@ No GPU runs here. The kernel's key is checked against the reference order on eve
 16-bit types and on the special and random patterns of the 32-bit ones; the kernels (segments and merge, or one
 segment a row) against ``ref_top_k`` for every type of up to 32 bits, both directions and ``k`` from 1 to 16, on
 small blocks so that short rows cross several blocks and segments and end inside one; ``dml.top_k`` with the
-CUDA branch forced, through jit, vmap, grad, x64 and ``jax.export`` (which holds no Triton call). The compile
-for an H100 is in tests/test_accelerator_structure.py; the transformations in tests/test_matrix.py.
+CUDA branch forced, through jit, vmap, grad, x64 and ``jax.export`` (which holds no Pallas call); lowered for
+CUDA, the Pallas call of the backend this jax compiles the kernels through (Mosaic GPU from jax 0.11, whose Triton
+backend is deprecated, Triton before), with no deprecation warning. The compile for an H100 is in
+tests/test_accelerator_structure.py; the transformations in tests/test_matrix.py.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any
 
 import jax
@@ -32,7 +35,8 @@ DTYPES = tuple(
   np.dtype(t) for t in (np.float32, np.float16, BFLOAT16, np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32)
 )
 DIRECTIONS = ("decreasing", "increasing")
-TRITON_CALL = "__gpu$xla.gpu.triton"
+# What a Pallas call of each backend lowers to (the StableHLO custom call's target).
+PALLAS_CALLS = {"mosaic_gpu": "mosaic_gpu_v2", "triton": "__gpu$xla.gpu.triton"}
 
 
 def _unsigned(dtype: np.dtype) -> np.dtype:
@@ -162,14 +166,18 @@ def test_layouts_cover_what_the_cases_mean_to_cover() -> None:
   ids=[f"{d}-k{a}-k{b}" for d, (a, b), _ in _cases()],
 )
 def test_kernels_are_exact(dtype: np.dtype, ks: tuple[int, int], layout: tuple[int, int, int]) -> None:
-  """Both directions of one type in one program (one compile), largest first with ``ks[0]``, smallest with ``ks[1]``."""
+  """Both directions of one type in one program (one compile), largest first with ``ks[0]``, smallest with ``ks[1]``,
+  in the interpreter of the backend this jax compiles the kernels through: Mosaic GPU's own (its kernel launches,
+  grid and memories simulated), Pallas interpret mode where the backend is Triton."""
   rows, n, block = layout
   x = _sample(dtype, (rows, n), seed=n * 31 + ks[0])
 
   def both(x: jax.Array) -> Any:
     pairs = zip(ks, DIRECTIONS, strict=True)
-    return [one_pass.kernel_top_k(x, k, d == "decreasing", interpret=True, block=block) for k, d in pairs]
+    return [one_pass.kernel_top_k(x, k, d == "decreasing", interpret="gpu", block=block) for k, d in pairs]
 
+  program = str(jax.make_jaxpr(both)(x))
+  assert ("InterpretGPUParams" in program) == (one_pass.cuda_backend() == "mosaic_gpu"), "not the backend's interpreter"
   for k, direction, got in zip(ks, DIRECTIONS, jax.jit(both)(x), strict=True):
     _check(x, k, direction, got, f"{dtype} {direction} k={k} {one_pass.layout(rows, n, block)}")
 
@@ -241,13 +249,38 @@ def test_64_bit_types_and_large_k_are_refused_by_name() -> None:
 
 
 def test_jit_for_cuda_holds_the_kernel_and_export_does_not() -> None:
-  """Lowered for CUDA under jit the program calls the Triton kernels; exported for CPU and CUDA it holds XLA's
-  operations only (jax.export cannot serialize Triton calls), and runs on CPU."""
+  """Lowered for CUDA under jit the program calls the Pallas kernels, through the backend of this jax and with no
+  deprecation warning; exported for CPU and CUDA it holds XLA's operations only (an exported program may run on
+  any GPU), and runs on CPU."""
   x = _sample(np.dtype(np.float32), (4, 2000), seed=15)
   fn = jax.jit(lambda x: dml.top_k(x, 5))
   spec = jax.ShapeDtypeStruct(x.shape, x.dtype)
-  for_cuda = fn.trace(spec).lower(lowering_platforms=("cuda",)).as_text()
-  assert TRITON_CALL in for_cuda and one_pass.KERNEL_NAME in for_cuda
+  expected = "mosaic_gpu" if jax.__version_info__[:2] >= (0, 11) else "triton"
+  assert one_pass.cuda_backend() == expected
+  with warnings.catch_warnings():
+    warnings.simplefilter("error", DeprecationWarning)
+    for_cuda = fn.trace(spec).lower(lowering_platforms=("cuda",)).as_text()
+  assert PALLAS_CALLS[expected] in for_cuda and one_pass.KERNEL_NAME in for_cuda, expected
+  assert not any(call in for_cuda for backend, call in PALLAS_CALLS.items() if backend != expected)
   exported = export.export(fn, platforms=("cpu", "cuda"))(spec)
-  assert TRITON_CALL not in exported.mlir_module() and one_pass.KERNEL_NAME not in exported.mlir_module()
+  assert not any(call in exported.mlir_module() for call in PALLAS_CALLS.values())
+  assert one_pass.KERNEL_NAME not in exported.mlir_module()
   _check(x, 5, "decreasing", export.deserialize(exported.serialize()).call(x), "exported")
+
+
+def test_rows_shorter_than_a_warpgroup_take_the_next_row_when_compiled() -> None:
+  """Chosen by name for CUDA, a row of fewer than 128 elements (a warpgroup's threads) is selected by the table's
+  next row, not compiled into a kernel; 128 elements are; in interpret mode both run the kernel."""
+  assert one_pass.MIN_COMPILED_ROW == 128
+  fn = jax.jit(lambda x: dml.top_k(x, 3))
+
+  def for_cuda(n: int) -> str:
+    with platform.choosing(top_k=one_pass.NAME):
+      return fn.trace(jax.ShapeDtypeStruct((4, n), np.float32)).lower(lowering_platforms=("cuda",)).as_text()
+
+  call = PALLAS_CALLS[one_pass.cuda_backend()]
+  assert call not in for_cuda(127) and call in for_cuda(128)
+  x = _sample(np.dtype(np.float32), (4, 127), seed=17)
+  with _forced(top_k=one_pass.NAME):
+    assert "dmljax_one_pass_top_k" in str(jax.make_jaxpr(fn)(x))
+    _check(x, 3, "decreasing", fn(x), "interpret, short row")

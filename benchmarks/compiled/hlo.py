@@ -7,6 +7,11 @@ sizes ignore (they count the logical elements). An instruction's ``stack_frame_i
 it, through the module's ``FileNames``, ``FunctionNames``, ``FileLocations`` and ``StackFrames`` tables
 (:meth:`Module.source`); the TPU compiler's final HLO (``after_codegen``) also gives each operation XLA's
 ``estimated_cycles`` (:meth:`Instruction.estimated_cycles`).
+
+XLA from jaxlib 0.12 on names an element of a tuple-shaped operand in place (``custom-call(%call.7#1)``, element 1
+of ``%call.7``) where older releases printed a ``get-tuple-element`` first; the reader gives every such operand an
+instruction of its own, named as written (``call.7#1``), with the element's shape, so that an operand's bytes are
+its element's either way.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ _ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([<=0-9,]*)\]")
 _HEADER = re.compile(r"^(ENTRY\s+)?%?([\w.\-$]+)\s+\(.*\)\s+->\s+.*\{\s*$")
 _INSTRUCTION = re.compile(r"^\s+(ROOT\s+)?%([\w.\-$]+)\s+=\s+(.*)$")
 _OPCODE = re.compile(r"([\w\-]+)\(")
-_NAME = re.compile(r"%([\w.\-$]+)")
+_NAME = re.compile(r"%([\w.\-$]+(?:#\d+)?)")
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _LOCATION = re.compile(r"^(\d+) \{file_name_id=(\d+) function_name_id=(\d+) line=(\d+)")
 _FRAME = re.compile(r"^(\d+) \{file_location_id=(\d+)")
@@ -67,6 +72,23 @@ def arrays(shape: str) -> list[tuple[str, tuple[int, ...]]]:
 def shape_bytes(shape: str) -> int:
   """Bytes of every array in a shape, at their logical sizes."""
   return sum(math.prod(dims) * element_bits(t) // 8 for t, dims in arrays(shape))
+
+
+def tuple_elements(shape: str) -> list[str]:
+  """The top-level element shapes of a tuple shape (``(f32[8]{0}, (s32[], u8[2]{0}))``: two), or ``[shape]``."""
+  if not shape.startswith("("):
+    return [shape]
+  elements, depth, start = [], 0, 1
+  for i, char in enumerate(shape[1 : _close(shape, 0)], 1):
+    if char in "({[":
+      depth += 1
+    elif char in ")}]":
+      depth -= 1
+    elif char == "," and depth == 0:
+      elements.append(shape[start:i].strip())
+      start = i + 1
+  last = shape[start : _close(shape, 0)].strip()
+  return [*elements, last] if last else elements
 
 
 def _close(text: str, start: int) -> int:
@@ -188,6 +210,14 @@ class Module:
 
   def __post_init__(self) -> None:
     self.instructions = {i.name: i for c in self.computations.values() for i in c.instructions}
+    for instruction in list(self.instructions.values()):
+      for operand in instruction.operands:
+        name, _, index = operand.partition("#")
+        if index and operand not in self.instructions and name in self.instructions:
+          whole = self.instructions[name]
+          self.instructions[operand] = Instruction(
+            operand, "get-tuple-element", tuple_elements(whole.shape)[int(index)], f"%{name}", "", whole.computation
+          )
 
   def source(self, instruction: Instruction) -> Source | None:
     """The Python line that made ``instruction`` (its innermost recorded frame), where XLA kept one."""

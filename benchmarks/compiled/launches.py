@@ -1,8 +1,8 @@
 """What a compiled program runs: its launches with their HBM bytes, its sorts, its custom calls.
 
 A *launch* is one device operation of the program: a kernel (an XLA fusion, a sort, a custom kernel such as
-XLA's ``__gpu$TopK``, a Triton/Pallas call, the passes of a CUB radix sort), a memcpy or a memset. On GPU
-they come from the thunk sequence where compilation finished, from the optimized HLO otherwise (every
+XLA's ``__gpu$TopK``, a Pallas call through Mosaic GPU or Triton, the passes of a CUB radix sort), a memcpy or a
+memset. On GPU they come from the thunk sequence where compilation finished, from the optimized HLO otherwise (every
 instruction of the entry computation that is not free, such as a tuple or a bitcast, with loop bodies and
 branches counted once); on TPU, which runs the whole program as one executable, the same HLO walk counts its
 operations. Each launch's bytes are its operands read plus its results written, from the HLO shapes, with
@@ -49,6 +49,9 @@ FREE = frozenset(
 CONTROL = frozenset({"while", "conditional", "call"})
 COLLECTIVES = re.compile(r"^(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast)")
 TRITON = "__gpu$xla.gpu.triton"
+MOSAIC_GPU = "mosaic_gpu_v2"
+# The custom calls of Pallas's GPU backends, whose kernels the reports name.
+PALLAS = frozenset({TRITON, MOSAIC_GPU})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,8 +127,16 @@ def _operand_bytes(module: hlo.Module, instruction: hlo.Instruction) -> int:
 
 
 def pallas_name(instruction: hlo.Instruction) -> str:
-  found = re.search(r'\bname = "([^"]+)"', instruction.attributes)
-  return found.group(1) if found else ""
+  """The Pallas kernel's name: a Triton call's ``name`` field; for a Mosaic GPU call, the name its serialized
+  module carries both as its own symbol and in its entry point ``<name>_mosaic_gpu`` (the module's strings are
+  NUL-separated, ``\\00`` in the HLO text)."""
+  if instruction.custom_call_target != MOSAIC_GPU:
+    found = re.search(r'\bname = "([^"]+)"', instruction.attributes)
+    return found.group(1) if found else ""
+  for name in re.findall(r"\\00([A-Za-z0-9_.$-]+?)_mosaic_gpu\\00", instruction.attributes):
+    if f"\\00{name}\\00" in instruction.attributes:
+      return name
+  return ""
 
 
 def launch(module: hlo.Module, instruction: hlo.Instruction, blocks: int | None = None) -> Launch:
@@ -145,7 +156,7 @@ def launch(module: hlo.Module, instruction: hlo.Instruction, blocks: int | None 
       batch = re.search(r"batch_size = (\d+)", instruction.attributes)
       model = cub_sort.cub_radix_sort(keys.bytes, values, hlo.element_bits(dtype), int(batch.group(1)) if batch else 1)
       return Launch(name, "cub_sort", target, model.read_bytes, model.write_bytes, model.kernels, model.blocks)
-    if target == TRITON:
+    if target in PALLAS:
       return Launch(name, "pallas", pallas_name(instruction) or target, read, written, blocks=blocks)
     return Launch(name, "custom_call", target, read, written, blocks=blocks)
   cost = instruction.reification_cost()

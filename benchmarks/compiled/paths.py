@@ -28,8 +28,9 @@ Prices of one operation:
   (``BlockHostUntilDone``) before they pick what to launch next, outside any CUDA graph. A loop with a trip count
   known at compile time (``known_trip_count``, as ``fori_loop`` gives) runs its body that many times without one.
 * **TPU v5e**: XLA's own per-operation estimate, ``estimated_cycles`` in the TPU compiler's final HLO, at the
-  chip's :data:`TPU_CLOCK_HZ`; a custom call XLA does not estimate (its own ``TopK``, a Mosaic kernel) its operands
-  (read as many times as its ``KERNEL_READ_PASSES`` entry says) and results at :data:`TPU_HBM_BYTES_PER_S`, plus
+  chip's :data:`TPU_CLOCK_HZ`; a custom call or a fusion XLA does not estimate (its own ``TopK``, a Mosaic kernel;
+  from libtpu 0.0.50 the custom fusion it makes of a sort whose prefix alone is used) its operands (read as many
+  times as its ``KERNEL_READ_PASSES`` entry says) and results at :data:`TPU_HBM_BYTES_PER_S`, plus
   :data:`TPU_OP_FLOOR_CYCLES`, the least XLA estimates an operation that writes an array. The TPU runs loops and
   conditionals on the chip: no host round trips.
 
@@ -60,8 +61,8 @@ HOST_ROUND_TRIP_S = 10e-6
 # of HBM (Google Cloud's TPU v5e figures).
 TPU_CLOCK_HZ = 1.5e9
 TPU_HBM_BYTES_PER_S = 819e9
-# The least estimated_cycles XLA's TPU compiler (libtpu 0.0.42) gives an operation that writes an array (a broadcast
-# of 8 words; copies of a few words get less): its fixed cost of an operation (tests/test_compiled_paths.py).
+# The least estimated_cycles XLA's TPU compiler (libtpu 0.0.42 and 0.0.50) gives an operation that writes an array (a
+# broadcast of 8 words; copies of a few words get less): its fixed cost of an operation (tests/test_compiled_paths.py).
 TPU_OP_FLOOR_CYCLES = 1824
 _BOOKKEEPING = frozenset({"AllocateBuffer"})  # TPU custom calls that reserve memory and run nothing
 _JAX = re.compile(r"[/\\](jax|jaxlib)[/\\]")
@@ -356,7 +357,8 @@ def gpu_pricer(module: hlo.Module, sequence: list[Launch], spec: Any) -> Pricer:
 
 
 def tpu_pricer(module: hlo.Module) -> Pricer:
-  """XLA's ``estimated_cycles`` of each operation; a Mosaic kernel by its bytes (see the module's docstring)."""
+  """XLA's ``estimated_cycles`` of each operation; a Mosaic kernel or a fusion without one by its bytes (see the
+  module's docstring)."""
   passes = roofline.kernel_read_passes()
   least = TPU_OP_FLOOR_CYCLES / TPU_CLOCK_HZ
 
@@ -365,7 +367,8 @@ def tpu_pricer(module: hlo.Module) -> Pricer:
     if found is not None:
       launch = launches.launch(module, instruction)
       return Op(instruction.name, found / TPU_CLOCK_HZ, launch.bytes, 1)
-    if instruction.opcode == "custom-call" and instruction.custom_call_target not in _BOOKKEEPING:
+    kernel = instruction.opcode == "custom-call" and instruction.custom_call_target not in _BOOKKEEPING
+    if kernel or instruction.opcode == "fusion":
       launch = launches.launch(module, instruction)
       read = launch.read_bytes * passes.get(launch.target, 1.0)
       moved = int(read) + launch.write_bytes

@@ -73,9 +73,9 @@ def gpu_markdown(rows: Sequence[Row], stamp: str, only: str | None) -> str:
     f"{spec.l2_cache_size / 2**20:.0f} MB L2) and read back from XLA's dumps. Every benchmark workload at full size, "
     "forward pass; the dmljax call and each native JAX form.",
     "",
-    "- **launches**: kernel launches (fusions, custom kernels such as `__gpu$TopK`, Triton/Pallas calls; a CUB "
-    "radix sort counts one per pass), from the thunk sequence; † marks programs read from the final HLO because "
-    "compilation stops at CUB's scratch-size query, which needs a device. **copies**: memcpy and memset.",
+    "- **launches**: kernel launches (fusions, custom kernels such as `__gpu$TopK`, Pallas calls through Mosaic GPU "
+    "or Triton; a CUB radix sort counts one per pass), from the thunk sequence; † marks programs read from the final "
+    "HLO because compilation stops at CUB's scratch-size query, which needs a device. **copies**: memcpy and memset.",
     "- **whole-row sorts**: sorts whose segment holds at least the row (the axis the operator selects or "
     "reduces along).",
     "- **HBM MB**: what each launch reads and writes (operands and results from the HLO shapes; a CUB sort by "

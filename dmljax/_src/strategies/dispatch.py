@@ -20,7 +20,8 @@ cpu         cpu_extracted         ``k <= 8`` / ``k <= 2`` on short rows of large
 cpu         cpu_key_view          every case / otherwise: ``lax.top_k`` on the key's total-order float view
 cuda        peak_reduction        ``k == 1``: one (key, index) reduction
 cuda        one_pass              8- to 32-bit types, ``k <= 16`` / rows of 1024 or more: a Pallas kernel
-                                  that reads the row once (exported programs: this table's next row)
+                                  for Mosaic GPU (Triton before jax 0.11) that reads the row once, on GPUs
+                                  of compute capability 8.0+ (exported programs: this table's next row)
 cuda        gpu_kernel            types of up to 16 bits, float32, bfloat16 / ``k <= 16``, rows of 1024+
 cuda        chunked_sorts         rows with a chunk length / rows of 1024 or more
 tpu         sorted_with_values    every case / rows under 256: a sort that carries the values (no gather)
