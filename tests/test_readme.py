@@ -86,3 +86,34 @@ def test_the_readme_is_a_guide_first() -> None:
   assert not missing, missing
   for named in ("dml.cpu_kernel_status()", "pip wheel .", "benchmarks/device/check.sh"):
     assert named in README, named
+
+
+def _ci_lines() -> set[tuple[str, str]]:
+  """The (Python, jax) lines .ci/run runs the suite on: the floor's venv and each .ci/jax-line call."""
+  root = pathlib.Path(__file__).resolve().parent.parent
+  run = (root / ".ci" / "run").read_text()
+  lines = {(python, release) for python, release in re.findall(r"^\.ci/jax-line (\S+) (\S+) \S+$", run, re.M)}
+  return lines | {("3.11", "floor")}
+
+
+def test_the_supported_versions_are_the_ones_ci_runs() -> None:
+  """The README, pyproject.toml and the Testing page name the Pythons and jax releases CI runs the suite on."""
+  root = pathlib.Path(__file__).resolve().parent.parent
+  lines = _ci_lines()
+  pythons = {python for python, _ in lines}
+  assert pythons == {"3.11", "3.12", "3.13"}, lines
+  assert {release for _, release in lines} >= {"newest", "0.11.2"}, lines
+  pyproject = (root / "pyproject.toml").read_text()
+  classifiers = set(re.findall(r'"Programming Language :: Python :: (3\.\d+)"', pyproject))
+  assert classifiers == pythons
+  quick_start = README.split("## Quick start", 1)[1].split("```", 1)[0]
+  for python in pythons:
+    assert python in quick_start, python
+  newest = re.search(r"jaxlib\s+0\.10\.0 to (\S+), the newest release", quick_start)
+  assert newest is not None, quick_start
+  testing = (root / "docs" / "testing.rst").read_text()
+  table = testing.split("Supported jax releases", 1)[1].split("What changed between releases", 1)[0]
+  assert f"**0.10.0 to {newest.group(1)}**" in testing
+  for python, release in lines - {("3.11", "floor")}:
+    call = f".ci/jax-line {python} {release}"
+    assert call in table, call
