@@ -383,13 +383,37 @@ def test_a_rank_0_axes_computed_from_fed_inputs_is_refused():
   assert rep.run({"x": x, "axes_in": axes, "shape": np.array([1], np.int64)})[0].tolist() == [3.0, 12.0]
 
 
+def _squeeze_model(op_type, rank):
+  """Squeeze of x: float32[2, 1] or Unsqueeze of x: float32[2, 3], axes 1 as a tensor of ``rank`` (0 or 1)."""
+  node = helper.make_node(op_type, ["x", "axes"], ["y"], name="s")
+  shape, out = ([2, 1], [2]) if op_type == "Squeeze" else ([2, 3], [2, 1, 3])
+  axes = helper.make_tensor("axes", I64, [1] * rank, [1])
+  return model_of([node], [info("x", F32, shape)], [info("y", F32, out)], [axes]), np.ones(shape, np.float32)
+
+
+def test_squeeze_takes_its_axes_as_a_vector_and_unsqueeze_as_either():
+  """ONNX Runtime refuses a rank-0 axes for Squeeze (as for the reductions) and takes one for Unsqueeze: so does
+  dmljax."""
+  model, _ = _squeeze_model("Squeeze", 0)
+  refused(lambda: donnx.Backend.prepare(model), "node 's' (Squeeze)", *RANK_0_AXES)
+  for op_type, rank, shape in (("Squeeze", 1, (2,)), ("Unsqueeze", 0, (2, 1, 3)), ("Unsqueeze", 1, (2, 1, 3))):
+    model, x = _squeeze_model(op_type, rank)
+    assert donnx.Backend.run_model(model, [x])[0].shape == shape, (op_type, rank)
+
+
 def test_onnx_runtime_refuses_the_rank_0_axes_dmljax_refuses():
-  """The rule is ONNX Runtime's: the same model fails in its session with the words dmljax quotes."""
+  """The rule is ONNX Runtime's: the same models fail in its session with the words dmljax quotes, and the Unsqueeze
+  of a rank-0 axes runs there as in dmljax."""
   ort = peer("onnxruntime")
-  model = _reduce_model("initializer")
-  session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-  with pytest.raises(Exception, match="An axes tensor must be a vector tensor"):
-    session.run(None, {"x": np.ones((2, 3), np.float32)})
+
+  def session(model):
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+  for model, x in ((_reduce_model("initializer"), np.ones((2, 3), np.float32)), _squeeze_model("Squeeze", 0)):
+    with pytest.raises(Exception, match="An axes tensor must be a vector tensor"):
+      session(model).run(None, {"x": x})
+  model, x = _squeeze_model("Unsqueeze", 0)
+  assert session(model).run(None, {"x": x})[0].shape == (2, 1, 3)
 
 
 @pytest.mark.parametrize(

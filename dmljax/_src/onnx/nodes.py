@@ -425,6 +425,8 @@ def _axes_input(node: Node, args: list[Any]) -> Any:
 def _squeeze(node: Node, args: list[Any]) -> list[Any]:
   x = args[0]
   p = Problems(f"onnx.{node.op_type}")
+  if isinstance(args[1] if len(args) > 1 else None, (np.ndarray, np.generic, jax.Array)):
+    require_vector(node, 1, np.ndim(args[1]))
   given = axes_lib.from_tensor(p, "axes", _axes_input(node, args), scalar=False)
   p.raise_if_any()
   if given is None or len(given) == 0:
@@ -521,13 +523,17 @@ STATIC_SLOTS: dict[str, dict[int, str]] = {
 FOLDABLE = frozenset({"Constant", "Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze"})
 
 
-# Inputs ONNX takes as 1-D tensors only, by op type: input position -> what the input is. (Squeeze's and Unsqueeze's
-# axes are not here: ONNX Runtime takes a scalar there.)
-VECTOR_INPUTS: dict[str, dict[int, str]] = {name: {1: "axes"} for name in ops.REDUCE_FUNCTIONS}
+# Inputs ONNX takes as 1-D tensors only, by op type: input position -> what the input is. (Unsqueeze's axes are not
+# here: ONNX Runtime takes a scalar there.)
+VECTOR_INPUTS: dict[str, dict[int, str]] = {
+  "Squeeze": {1: "axes"},
+  **{name: {1: "axes"} for name in ops.REDUCE_FUNCTIONS},
+}
 
 
 def require_vector(node: Node, position: int, rank: int | None) -> None:
-  """ONNX's rule that a Reduce* node's ``axes`` input is a 1-D tensor (``rank`` its rank, ``None`` where unknown)."""
+  """ONNX's rule that a Reduce* or Squeeze node's ``axes`` input is a 1-D tensor (``rank``: its rank, ``None``
+  where unknown)."""
   what = VECTOR_INPUTS.get(node.op_type, {}).get(position)
   if what is None or rank is None or rank == 1:
     return
