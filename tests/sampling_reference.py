@@ -141,3 +141,52 @@ def greedy(logits: np.ndarray) -> np.ndarray:
   for index in np.ndindex(logits.shape[:-1]):
     out[index] = order(logits[index])[0]
   return out
+
+
+# ---- sample's kept set: the filters rank the raw logits; the probabilities are those of z = (x - max x) / T ----
+
+
+def scaled(row: np.ndarray, temperature: float, *, flush: bool = False) -> np.ndarray:
+  """z = (x - max x) / T in the work type: 0 at the row's largest entries (+inf ones included), -inf where
+  x - max x is -inf (NaN entries count as -inf). ``flush``: subnormal quotients flushed to zero, as XLA:CPU
+  computes them."""
+  v = _work(row)
+  top = v.max()
+  with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+    difference = np.where(v == top, np.array(0, v.dtype), v - top)
+    z = np.where(difference == -np.inf, difference, difference / np.array(temperature, v.dtype))
+  if flush:
+    z = np.where(np.abs(z) < np.finfo(v.dtype).tiny, np.array(0, v.dtype) * np.sign(z), z)
+  return np.where(v == top, np.array(0, v.dtype), z).astype(v.dtype)
+
+
+def sampler_keep(
+  row: np.ndarray,
+  temperature: float,
+  k: int | None = None,
+  p: float | None = None,
+  min_p: float | None = None,
+  *,
+  ranking: str = "raw",
+) -> np.ndarray:
+  """The entries ``sample`` may draw from ``row`` (temperature > 0): top-k, then top-p on what top-k kept, then
+  min-p, each keeping a prefix of the order of the raw logits (``ranking="raw"``, the documented rule) or of the
+  scaled ones as the device computes them (``ranking="scaled"``, the other reading, for the tests that must tell the
+  two apart); the probabilities are softmax(z) in either reading, and an entry of weight 0 is never drawn."""
+  z = scaled(row, temperature, flush=True)
+  weights = np.exp(z)
+  ranked = order(row) if ranking == "raw" else np.lexsort((np.arange(z.size), -z.astype(np.float64)))
+  size = row.shape[-1]
+  keep = np.zeros(size, bool)
+  count = size if k is None or k <= 0 or k >= size else k
+  keep[ranked[:count]] = True
+  if p is not None and np.float32(p) < 1:
+    kept_weights = np.where(keep, weights, 0).astype(np.float64)
+    total = math.fsum(kept_weights.tolist())
+    probability = (kept_weights / total).astype(weights.dtype).astype(np.float64)
+    reached = np.nonzero(np.cumsum(probability[ranked]) >= float(np.float32(p)))[0]
+    keep[:] = False
+    keep[ranked[: max(int(reached[0]) + 1 if reached.size else count, 1)]] = True
+  if min_p is not None:
+    keep &= weights >= np.asarray(min(np.float32(min_p), np.float32(1))).astype(weights.dtype)
+  return keep & (weights > 0) & ~np.isnan(np.asarray(row))

@@ -337,6 +337,85 @@ def test_reduce_axes_of_the_wrong_shape_say_so():
     donnx.reduce_sum(jnp.ones((2, 3)), np.zeros((2, 0), np.int64))
 
 
+RANK_0_AXES = ("axes must be a 1-D tensor", "An axes tensor must be a vector tensor", "input 1 (axes) of rank 0")
+
+
+def _reduce_model(axes_source: str):
+  """ReduceSum of x: float32[2, 3] over axes given as a rank-0 tensor: an initializer, a Constant node, or a graph
+  input declared rank 0."""
+  nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0, name="sum")]
+  inputs, initializers = [info("x", F32, [2, 3])], []
+  if axes_source == "initializer":
+    initializers.append(helper.make_tensor("axes", I64, [], [1]))
+  elif axes_source == "Constant":
+    nodes.insert(0, helper.make_node("Constant", [], ["axes"], value=helper.make_tensor("v", I64, [], [1])))
+  else:
+    inputs.append(info("axes", I64, []))
+  return model_of(nodes, inputs, [info("y", F32, [2])], initializers)
+
+
+@pytest.mark.parametrize("axes_source", ["initializer", "Constant", "graph input"])
+def test_a_rank_0_axes_tensor_is_refused_at_prepare(axes_source):
+  """ONNX's Reduce* take their axes input as a list (a 1-D tensor), and ONNX Runtime refuses a scalar ("An axes
+  tensor must be a vector tensor"); dmljax reduced over it. prepare refuses it, naming the node, the input and the
+  rule, however the scalar comes; the 1-D tensor [1] runs."""
+  refused(lambda: donnx.Backend.prepare(_reduce_model(axes_source)), "node 'sum' (ReduceSum)", *RANK_0_AXES)
+  vector = helper.make_tensor("axes", I64, [1], [1])
+  node = helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)
+  model = model_of([node], [info("x", F32, [2, 3])], [info("y", F32, [2])], [vector])
+  (y,) = donnx.Backend.run_model(model, [np.arange(6, dtype=np.float32).reshape(2, 3)])
+  assert y.tolist() == [3.0, 12.0]
+
+
+def test_a_rank_0_axes_computed_from_fed_inputs_is_refused():
+  """Axes computed from graph inputs (Reshape of an int64[1] input): to the constant shape [] the axes' rank is known
+  at prepare, which refuses it; to a shape that is itself fed (int64["n"]) it is known only at run, which refuses a
+  rank-0 result by the same rule and runs a vector."""
+  reduce = helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0, name="sum")
+  reshape = helper.make_node("Reshape", ["axes_in", "shape"], ["axes"])
+  inputs = [info("x", F32, [2, 3]), info("axes_in", I64, [1])]
+  constant = model_of([reshape, reduce], inputs, [info("y", F32, [2])], [helper.make_tensor("shape", I64, [0], [])])
+  refused(lambda: donnx.Backend.prepare(constant), "node 'sum' (ReduceSum)", *RANK_0_AXES)
+  fed = model_of([reshape, reduce], [*inputs, info("shape", I64, ["n"])], [info("y", F32, ["m"])])
+  rep = donnx.Backend.prepare(fed)
+  x, axes = np.arange(6, dtype=np.float32).reshape(2, 3), np.array([1], np.int64)
+  refused(lambda: rep.run({"x": x, "axes_in": axes, "shape": np.zeros(0, np.int64)}), "node 'sum'", *RANK_0_AXES)
+  assert rep.run({"x": x, "axes_in": axes, "shape": np.array([1], np.int64)})[0].tolist() == [3.0, 12.0]
+
+
+def _squeeze_model(op_type, rank):
+  """Squeeze of x: float32[2, 1] or Unsqueeze of x: float32[2, 3], axes 1 as a tensor of ``rank`` (0 or 1)."""
+  node = helper.make_node(op_type, ["x", "axes"], ["y"], name="s")
+  shape, out = ([2, 1], [2]) if op_type == "Squeeze" else ([2, 3], [2, 1, 3])
+  axes = helper.make_tensor("axes", I64, [1] * rank, [1])
+  return model_of([node], [info("x", F32, shape)], [info("y", F32, out)], [axes]), np.ones(shape, np.float32)
+
+
+def test_squeeze_takes_its_axes_as_a_vector_and_unsqueeze_as_either():
+  """ONNX Runtime refuses a rank-0 axes for Squeeze (as for the reductions) and takes one for Unsqueeze: so does
+  dmljax."""
+  model, _ = _squeeze_model("Squeeze", 0)
+  refused(lambda: donnx.Backend.prepare(model), "node 's' (Squeeze)", *RANK_0_AXES)
+  for op_type, rank, shape in (("Squeeze", 1, (2,)), ("Unsqueeze", 0, (2, 1, 3)), ("Unsqueeze", 1, (2, 1, 3))):
+    model, x = _squeeze_model(op_type, rank)
+    assert donnx.Backend.run_model(model, [x])[0].shape == shape, (op_type, rank)
+
+
+def test_onnx_runtime_refuses_the_rank_0_axes_dmljax_refuses():
+  """The rule is ONNX Runtime's: the same models fail in its session with the words dmljax quotes, and the Unsqueeze
+  of a rank-0 axes runs there as in dmljax."""
+  ort = peer("onnxruntime")
+
+  def session(model):
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+  for model, x in ((_reduce_model("initializer"), np.ones((2, 3), np.float32)), _squeeze_model("Squeeze", 0)):
+    with pytest.raises(Exception, match="An axes tensor must be a vector tensor"):
+      session(model).run(None, {"x": x})
+  model, x = _squeeze_model("Unsqueeze", 0)
+  assert session(model).run(None, {"x": x})[0].shape == (2, 1, 3)
+
+
 @pytest.mark.parametrize(
   ("call", "fragment"),
   [

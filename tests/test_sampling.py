@@ -246,6 +246,32 @@ def test_vmap_over_keys_and_logits() -> None:
   assert_bitwise_equal(masks, np.stack([ref.apply_rows(ref.keep_top_k, logits[i], k[i]) for i in range(5)]))
 
 
+def test_row_offset_numbers_the_rows_as_in_the_whole_batch() -> None:
+  """``sample(key, x[a:b], row_offset=a)`` is rows ``a:b`` of ``sample(key, x)``, bit for bit, with the offset a
+  Python int, a NumPy or JAX integer scalar, or traced; a traced one is taken modulo 2**32; ``jax.vmap`` over the
+  offset (with the logits, or with shared logits) draws each one's row."""
+  logits = np.random.default_rng(4101).standard_normal((12, 40)).astype(np.float32)  # no entry dominates a row
+  key = jax.random.key(4)
+
+  def draw(x: Any, row_offset: Any) -> jax.Array:
+    return S.sample(key, x, temperature=0.8, top_k=7, top_p=0.9, max_k=4, row_offset=row_offset)
+
+  whole = np.asarray(draw(logits, None))
+  assert len(np.unique(whole)) > 3  # sampled, not a fixed point
+  jitted = jax.jit(draw)
+  for a, b in ((0, 12), (3, 7), (11, 12)):
+    for offset in (a, np.int64(a), jnp.int32(a), jnp.uint32(a)):
+      assert_bitwise_equal(draw(logits[a:b], offset), whole[a:b])
+    assert_bitwise_equal(jitted(logits[a:b], jnp.int32(a)), whole[a:b])
+  assert_bitwise_equal(jitted(logits, jnp.int32(-1)), draw(logits, 2**32 - 1))
+  rows = jnp.arange(12, dtype=jnp.int32)
+  mapped = jax.jit(jax.vmap(lambda offset, row: draw(row[None], offset)))(rows, logits)  # row i as row i
+  assert_bitwise_equal(mapped[:, 0], whole)
+  shared = jax.jit(jax.vmap(lambda offset: draw(logits[5:6], offset)))(rows)  # row 5's logits as row i
+  assert_bitwise_equal(shared[5:6, 0], whole[5:6])
+  assert len(np.unique(np.asarray(shared))) > 1  # each offset its own noise
+
+
 def test_jvp_and_grad_of_masked_logits_flow_to_kept_entries_only() -> None:
   logits = jnp.asarray(_normal((3, 20)))
   tangent = jnp.asarray(_normal((3, 20)))
@@ -277,6 +303,13 @@ BAD_CALLS = [
   ("key=int", lambda: S.sample(0, np.zeros(4, np.float32))),
   ("top_k=1.5", lambda: S.sample(jax.random.key(0), np.zeros(4, np.float32), top_k=1.5)),
   ("max_k=0", lambda: S.top_k_mask(np.zeros(4, np.float32), 2, max_k=0)),
+  ("row_offset=1.5", lambda: S.sample(jax.random.key(0), np.zeros(4, np.float32), row_offset=1.5)),
+  ("row_offset=True", lambda: S.sample(jax.random.key(0), np.zeros(4, np.float32), row_offset=True)),
+  ("row_offset=-1", lambda: S.sample(jax.random.key(0), np.zeros(4, np.float32), row_offset=-1)),
+  ("row_offset=4294967296", lambda: S.sample(jax.random.key(0), np.zeros(4, np.float32), row_offset=2**32)),
+  ("row_offset=(0, 1)", lambda: S.sample(jax.random.key(0), np.zeros((2, 4), np.float32), row_offset=(0, 1))),
+  ("row_offset.shape=(2,)", lambda: S.sample(jax.random.key(0), np.zeros((2, 4), np.float32), row_offset=np.arange(2))),
+  ("row_offset.dtype=float32", lambda: S.sample(jax.random.key(0), np.zeros(4, np.float32), row_offset=jnp.float32(1))),
 ]
 
 

@@ -158,16 +158,74 @@ def test_top_p_refuses_rows_past_its_exact_sums_at_trace_time() -> None:
   assert jax.eval_shape(lambda x: S.top_k_mask(x, 5), long_rows).shape == long_rows.shape
 
 
-def test_an_infinite_temperature_draws_uniformly_among_finite_kept_entries() -> None:
-  """Temperature +inf: every finite entry weighs 1, a -inf entry 0 and NaN is never drawn; with top_k=3 the draw is
-  uniform over the three largest finite entries only."""
-  row = np.array([0.0, 1.0, -np.inf, 2.0, np.nan, -3.0], np.float32)
-  logits = np.tile(row, (4000, 1))
-  key = jax.random.key(8)
-  tokens = np.asarray(S.sample(key, logits, temperature=np.inf))
-  counts = np.bincount(tokens, minlength=6)
-  assert counts[2] == 0 and counts[4] == 0, counts
-  finite = counts[[0, 1, 3, 5]]
-  assert stats.chisquare(finite).pvalue > 1e-4, finite
-  top3 = np.bincount(np.asarray(S.sample(key, logits, temperature=np.inf, top_k=3)), minlength=6)
-  assert top3[[2, 4, 5]].sum() == 0 and stats.chisquare(top3[[0, 1, 3]]).pvalue > 1e-4, top3
+_U = 2.0**-24  # the spacing of float32 just below 1
+F32_MAX = float(np.finfo(np.float32).max)
+# Rows on which ranking the raw logits and ranking the scaled ones keep different entries, at the temperature beside
+# each: the scaled values tie (T = +inf; (x - m) / T rounding to 0; (x - m) / T subnormal, flushed to 0 on XLA:CPU)
+# where the raw logits do not, and the largest logits are not the lowest-index ones.
+ORDER_ROWS = np.array(
+  [
+    [-3.0, 0.0, -np.inf, 5.0, np.nan, 1.0, 4.0, 2.0],
+    [1.0, np.inf, -np.inf, 3.0, np.inf, np.nan, 2.0, 0.0],  # +inf logits: drawn among them, at T = +inf too
+    [1 - 3 * _U, 1 - _U, 1 - 2 * _U, 1 - _U, 1.0, 1 - 3 * _U, -np.inf, 1 - 2 * _U],
+    [0.0, 1.0, 0.5, 3.0, 2.0, -0.25, -0.5, 2.5],
+  ],
+  np.float32,
+)
+ORDER_TEMPERATURES = np.array([np.inf, np.inf, F32_MAX, 3e38], np.float32)
+ORDER_FILTERS = ((3, 1.0), (0, 0.4), (1, 1.0), (4, 0.6))  # (top_k, top_p) per block of rows; 0 and 1.0: off
+
+
+def test_the_filters_rank_the_raw_logits_at_every_temperature() -> None:
+  """At T = +inf, at T = float32's largest (where (x - m) / T rounds to 0) and at T = 3e38 (where it is subnormal),
+  top-k and top-p keep the prefixes of the raw logits' order: the kept set is the reference's (each kept entry drawn,
+  uniformly: they all weigh 1), which differs on every one of these rows from what ranking the scaled logits keeps.
+  A row with +inf logits draws among its kept +inf entries at T = +inf, never among its finite ones. Both routes
+  (candidates; max_k=2, the whole-row search for k = 3 and 4) draw the same tokens."""
+  blocks = len(ORDER_FILTERS)
+  logits = np.tile(ORDER_ROWS, (blocks, 1))
+  temperature = np.tile(ORDER_TEMPERATURES, blocks)
+  k = np.repeat(np.array([f[0] for f in ORDER_FILTERS], np.int32), len(ORDER_ROWS))
+  p = np.repeat(np.array([f[1] for f in ORDER_FILTERS], np.float32), len(ORDER_ROWS))
+  keys = jax.random.split(jax.random.key(8), 2400)
+
+  @jax.jit
+  def draw(keys: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def one(key: jax.Array, max_k: int | None) -> jax.Array:
+      return S.sample(key, logits, temperature=temperature, top_k=k, top_p=p, max_k=max_k)
+
+    return jax.vmap(lambda key: one(key, None))(keys), jax.vmap(lambda key: one(key, 2))(keys)
+
+  tokens, searched = (np.asarray(t) for t in draw(keys))
+  assert_bitwise_equal(searched, tokens)
+  for row in range(len(logits)):
+    top_k, top_p = ORDER_FILTERS[row // len(ORDER_ROWS)]
+    args = (logits[row], float(temperature[row]), int(top_k), float(top_p))
+    raw, by_scaled = ref.sampler_keep(*args), ref.sampler_keep(*args, ranking="scaled")
+    counts = np.bincount(tokens[:, row], minlength=logits.shape[-1])
+    assert np.all(counts[~raw] == 0), (row, counts, raw)
+    assert np.all(counts[raw] > 0), (row, counts, raw)
+    if raw.sum() > 1:
+      assert stats.chisquare(counts[raw]).pvalue > 1e-4, (row, counts)
+    if row % len(ORDER_ROWS) == 1:  # +inf logits: drawn among the kept +inf entries, not the finite ones
+      assert np.all(np.isposinf(logits[row][raw])), (row, raw)
+    else:
+      assert not np.array_equal(raw, by_scaled), (row, raw, by_scaled)  # the row tells the two readings apart
+  greedy = ref.greedy(logits)
+  first = 2 * len(ORDER_ROWS)  # the top_k=1 block: the largest logit, whatever the temperature
+  assert_bitwise_equal(
+    tokens[:, first : first + len(ORDER_ROWS)], np.broadcast_to(greedy[first : first + 4], (len(keys), 4))
+  )
+
+
+def test_the_order_rows_make_the_scaled_values_tie() -> None:
+  """What the rows above rely on: (x - m) / T is -0.0 or 0.0 for every finite entry of the first three rows (IEEE
+  arithmetic, no flush), and subnormal in the fourth (which XLA:CPU flushes to zero, as the device's own quotient
+  shows)."""
+  for row, t in zip(ORDER_ROWS[[0, 2]], ORDER_TEMPERATURES[[0, 2]], strict=True):
+    z = ref.scaled(row, float(t))
+    assert np.all(z[np.isfinite(row)] == 0), z
+  z = ref.scaled(ORDER_ROWS[3], float(ORDER_TEMPERATURES[3]))
+  assert np.all((np.abs(z) < np.finfo(np.float32).tiny) & ((z != 0) | (ORDER_ROWS[3] == ORDER_ROWS[3].max()))), z
+  device = jax.jit(lambda x, t: (x - jnp.max(x)) / t)(ORDER_ROWS[3], ORDER_TEMPERATURES[3])
+  assert np.all(np.asarray(device) == 0), device

@@ -143,3 +143,90 @@ def test_a_tail_of_tiny_weights_is_drawn_as_often_as_its_probability() -> None:
   mean, sd = draws * probability, np.sqrt(draws * probability * (1 - probability))
   hits = int(np.sum(tokens > 0))
   assert abs(hits - mean) <= 4 * sd, (hits, mean, sd)
+
+
+def _block(words: tuple[int, int], rows: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """Threefry-2x32 blocks at counters (row, index) under a 64-bit key, by JAX's own primitive."""
+  rows, index = np.broadcast_arrays(np.asarray(rows, np.uint32), np.asarray(index, np.uint32))
+  k0, k1 = (jnp.full(rows.shape, w, jnp.uint32) for w in words)
+  high, low = jax.jit(lambda *a: threefry2x32_p.bind(*a))(k0, k1, jnp.asarray(rows), jnp.asarray(index))
+  return np.asarray(high), np.asarray(low)
+
+
+def _stream(seed: int) -> tuple[int, int]:
+  """The documented stream key of ``jax.random.key(seed)``: the block at counter ("samp", "ling") under its data."""
+  data = np.asarray(jax.random.key_data(jax.random.key(seed)))
+  high, low = _block((int(data[0]), int(data[1])), np.uint32(0x73616D70), np.uint32(0x6C696E67))
+  return int(high), int(low)
+
+
+def _documented_noise(high: np.ndarray, low: np.ndarray) -> np.ndarray:
+  """E = -log1p(-v), v = (N + 1/2) 2**-56 for N the block's top 56 bits, rounded to float32, at most 1 - 2**-24."""
+  n = (high.astype(np.uint64) >> np.uint64(8)) << np.uint64(32) | low.astype(np.uint64)
+  v = np.minimum(((n.astype(np.float64) + 0.5) * 2.0**-56).astype(np.float32), np.float32(1 - 2.0**-24))
+  return -np.log1p(-v.astype(np.float64))
+
+
+def test_the_stream_is_separate_from_jax_random_and_as_documented() -> None:
+  """The noise is Threefry under the stream key (the block at counter ("samp", "ling") under the key's data), not
+  under the key itself: row 0's blocks are neither ``jax.random.split(key)``'s keys nor ``jax.random.bits(key)``,
+  and they are the keys ``jax.random.split`` makes from the stream key, as the docs state."""
+  key = jax.random.key(11)
+  stream = _stream(11)
+  assert np.asarray(noise.stream_key(key)).tolist() == list(stream)
+  index = np.arange(64, dtype=np.uint32)
+  high, low = (np.asarray(a) for a in jax.jit(noise.threefry2x32)(*(jnp.uint32(w) for w in stream), 0, index))
+  ours = np.stack([high, low], axis=-1)
+  split = np.asarray(jax.random.key_data(jax.random.split(key, 64)))
+  bits = np.asarray(jax.random.bits(key, (64, 2), jnp.uint32))
+  assert not np.any(np.all(ours == split, axis=-1)) and not np.any(np.all(ours == bits, axis=-1))
+  assert not np.any(np.isin(ours, split)), "no word of the noise is a word of split(key)'s keys"
+  stream_split = np.asarray(
+    jax.random.key_data(jax.random.split(jax.random.wrap_key_data(jnp.asarray(stream, jnp.uint32)), 64))
+  )
+  np.testing.assert_array_equal(ours, stream_split)
+
+
+def test_sample_is_the_race_over_the_documented_stream() -> None:
+  """Tokens from the whole-row reference: argmax of exp((x - m) / T) / E over the row, E from the documented
+  stream (JAX's own Threefry primitive under the stream key, at counters (row_offset + row, index))."""
+  logits = (_RNG.standard_normal((6, 500)) * 2).astype(np.float32)
+  temperature, offset = 0.7, 1000
+  got = np.asarray(S.sample(jax.random.key(12), logits, temperature=temperature, row_offset=offset))
+  rows = offset + np.arange(6, dtype=np.uint32)[:, None]
+  e = _documented_noise(*_block(_stream(12), rows, np.arange(500, dtype=np.uint32)[None, :]))
+  z = (logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)) / temperature
+  assert got.tolist() == np.argmax(np.exp(z) / e, axis=-1).tolist()
+
+
+# A row whose noise at index 0, under jax.random.key(41)'s stream, is a block within 2**-25 of the top: its uniform
+# rounds to 1 (E = inf) unless clipped (found by a search over the first 2**27 rows; the test checks it is one).
+CLIPPED_SEED, CLIPPED_ROW = 41, 76848366
+
+
+def test_the_uniform_is_clipped_below_one_where_it_would_round_to_one() -> None:
+  """Blocks whose top 56 bits lie within 2**-25 of 2**56 give v = 1 - 2**-24 (the largest float32 below 1), so E is
+  24 log 2 = 16.64, never inf; the blocks just below them give the same v."""
+  top = 0xFFFFFF00
+  high = np.array([0xFFFFFFFF, top, top, top, 0xFFFFFEFF], np.uint32)
+  low = np.array([0xFFFFFFFF, 0x80000000, 0xFFFFFFFF, 0x7FFFFFFF, 0xFFFFFFFF], np.uint32)
+  exact = ((high.astype(np.uint64) >> np.uint64(8) << np.uint64(32) | low).astype(np.float64) + 0.5) * 2.0**-56
+  assert np.all(exact[:3].astype(np.float32) == 1), "these would round to 1"
+  v = np.asarray(jax.jit(noise.uniform)(jnp.asarray(high), jnp.asarray(low)))
+  assert v.tolist() == [1 - 2.0**-24] * 5
+  e = np.asarray(jax.jit(lambda hi, lo: -jnp.log1p(-noise.uniform(hi, lo)))(jnp.asarray(high), jnp.asarray(low)))
+  np.testing.assert_allclose(e, 24 * np.log(2), rtol=2.0**-22)
+
+
+def test_a_clipped_entry_still_wins_the_race_it_should() -> None:
+  """At (CLIPPED_ROW, 0) the uniform is clipped (the block is checked here): the entry of weight 1 there, against one
+  of weight 2**-30, must win (its noise is 16.64, the other's 0.88); were the clip removed its noise would be inf and
+  it could never be drawn."""
+  high, low = _block(_stream(CLIPPED_SEED), np.uint32(CLIPPED_ROW), np.arange(2, dtype=np.uint32))
+  assert high[0] >> 8 == 0xFFFFFF and low[0] >> 31 == 1, "the row's block at index 0 lies in the clipped range"
+  e = _documented_noise(high, low)
+  logits = np.array([[0.0, -30 * np.log(2)]] * 2, np.float32)
+  assert np.argmax(np.exp(logits[0].astype(np.float64)) / e) == 0
+  key = jax.random.key(CLIPPED_SEED)
+  assert int(S.sample(key, logits, row_offset=CLIPPED_ROW - 1)[1]) == 0  # the second row is row CLIPPED_ROW
+  assert S.sample(key, logits[:1], row_offset=jnp.uint32(CLIPPED_ROW)).tolist() == [0]

@@ -65,6 +65,47 @@ def blockwise(x: jax.Array, axes: tuple[int, ...], *, trailing: bool = False) ->
   return not splits_explicitly(x, axes) and symbolic.is_static(x.shape)
 
 
+def varying_axes(x: Any) -> frozenset[Any] | None:
+  """Inside ``jax.shard_map``: the manual mesh axes along which JAX's type says ``x`` (an array or a
+  ``jax.ShapeDtypeStruct``) may vary, tracked with ``check_vma=True`` (the default); empty where it is the same on
+  every device, and ``None`` where this JAX's types hold no such set."""
+  typed = x if isinstance(x, jax.ShapeDtypeStruct) else jax.typeof(x)
+  varying = getattr(typed, "vma", None)
+  if varying is None:
+    varying = getattr(getattr(typed, "manual_axis_type", None), "varying", None)
+  return None if varying is None else frozenset(varying)
+
+
+def _varying_along(x: jax.Array, axes: frozenset[Any]) -> jax.Array:
+  have = varying_axes(x)
+  missing = frozenset() if have is None else axes - have
+  if not missing:
+    return x
+  mesh = jax.sharding.get_abstract_mesh()
+  return jax.lax.pcast(x, tuple(name for name in mesh.axis_names if name in missing), to="varying")
+
+
+def varying_as(x: jax.Array, *like: Any) -> jax.Array:
+  """``x``, typed as varying along every manual axis any of ``like`` varies along (a loop's initial carry must have
+  the type of what the loop computes from ``like``); ``x`` itself outside ``shard_map`` or where nothing is missing."""
+  return _varying_along(x, frozenset().union(*(varying_axes(a) or frozenset() for a in like if a is not None)))
+
+
+def cond(predicate: jax.Array, on_true: Callable[[], Any], on_false: Callable[[], Any]) -> Any:
+  """``lax.cond(predicate, on_true, on_false)`` whose two branches' outputs get one type inside ``jax.shard_map``:
+  each output varying along the manual axes either branch's varies along (``lax.cond`` wants them equal, and a
+  branch that returns a constant is the same on every device where the other is not)."""
+  if not jax.sharding.get_abstract_mesh().manual_axes:
+    return jax.lax.cond(predicate, on_true, on_false)
+  shapes = [jax.eval_shape(branch) for branch in (on_true, on_false)]
+  joined = jax.tree.map(lambda a, b: (varying_axes(a) or frozenset()) | (varying_axes(b) or frozenset()), *shapes)
+
+  def typed(branch: Callable[[], Any]) -> Callable[[], Any]:
+    return lambda: jax.tree.map(_varying_along, branch(), joined)
+
+  return jax.lax.cond(predicate, typed(on_true), typed(on_false))
+
+
 def program_devices(ctx: Any) -> int:
   """The number of devices of the program a lowering rule is lowering (1 where the context names none)."""
   return int(getattr(ctx.module_context.axis_context, "num_devices", 1))

@@ -48,6 +48,7 @@ from dmljax._src.onnx.nodes import (
   narrowed,
   narrowed_constant,
   numpy_fix,
+  require_vector,
   tensor_array,
   to_jax,
   type_name,
@@ -386,9 +387,13 @@ class BackendRep(onnx.backend.base.BackendRep):
     numbers and no shape-setting input is still to come; else each tensor's least size against the limit."""
     for node in self._nodes:
       for position in STATIC_SLOTS.get(node.op_type, {}):
-        value = self._constants.get(node.inputs[position]) if position < len(node.inputs) else None
+        name = node.inputs[position] if position < len(node.inputs) else ""
+        value = self._constants.get(name)
         if value is not None:
           check_static_input(node, position, value)
+        elif name:  # fed at run: its declared (or inferred) rank, where known
+          shape = self._types.get(name, (None, None))[1]
+          require_vector(node, position, None if shape is None else len(shape))
     for name, (dtype, shape) in self._types.items():
       producer = self._producers.get(name)
       where = "output" if producer else "value"

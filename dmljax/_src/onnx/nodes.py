@@ -220,6 +220,8 @@ def _gather(node: Node, args: list[Any]) -> list[Any]:
 
 def _reduce(node: Node, args: list[Any]) -> list[Any]:
   axes = node.attrs["axes"] if "axes" in node.attrs else (args[1] if len(args) > 1 else None)
+  if isinstance(axes, (np.ndarray, np.generic, jax.Array)):
+    require_vector(node, 1, np.ndim(axes))
   out = ops.reduce(
     node.op_type,
     args[0],
@@ -423,6 +425,8 @@ def _axes_input(node: Node, args: list[Any]) -> Any:
 def _squeeze(node: Node, args: list[Any]) -> list[Any]:
   x = args[0]
   p = Problems(f"onnx.{node.op_type}")
+  if isinstance(args[1] if len(args) > 1 else None, (np.ndarray, np.generic, jax.Array)):
+    require_vector(node, 1, np.ndim(args[1]))
   given = axes_lib.from_tensor(p, "axes", _axes_input(node, args), scalar=False)
   p.raise_if_any()
   if given is None or len(given) == 0:
@@ -519,6 +523,27 @@ STATIC_SLOTS: dict[str, dict[int, str]] = {
 FOLDABLE = frozenset({"Constant", "Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze"})
 
 
+# Inputs ONNX takes as 1-D tensors only, by op type: input position -> what the input is. (Unsqueeze's axes are not
+# here: ONNX Runtime takes a scalar there.)
+VECTOR_INPUTS: dict[str, dict[int, str]] = {
+  "Squeeze": {1: "axes"},
+  **{name: {1: "axes"} for name in ops.REDUCE_FUNCTIONS},
+}
+
+
+def require_vector(node: Node, position: int, rank: int | None) -> None:
+  """ONNX's rule that a Reduce* or Squeeze node's ``axes`` input is a 1-D tensor (``rank``: its rank, ``None``
+  where unknown)."""
+  what = VECTOR_INPUTS.get(node.op_type, {}).get(position)
+  if what is None or rank is None or rank == 1:
+    return
+  raise node.error(
+    f"onnx.{node.op_type}: {what} must be a 1-D tensor (ONNX's rule: the input is a list of axes; ONNX Runtime "
+    f'refuses other ranks: "An axes tensor must be a vector tensor"); got input {position} ({what}) of rank {rank}: '
+    "give the axes as a vector, e.g. [1] for axis 1"
+  )
+
+
 def check_static_input(node: Node, position: int, value: np.ndarray) -> None:
   """The rules on a shape-setting input that hold whatever the shapes: ``K >= 1``, ``depth >= 1``, integer axes,
   shape entries >= -1 (the rest, ``K <=`` the axis's size and so on, need the shapes and run when tracing)."""
@@ -537,6 +562,7 @@ def check_static_input(node: Node, position: int, value: np.ndarray) -> None:
     p.raise_if_any()
   except DescriptorError as e:
     raise node.error(str(e)) from e
+  require_vector(node, position, np.ndim(value))
 
 
 # ---- 64-bit integers without x64 ---------------------------------------------------------------------------

@@ -14,7 +14,6 @@ row's first candidates (:mod:`.filters`) and searches whole rows only where thos
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +22,7 @@ from jax.typing import ArrayLike
 
 from dmljax._src import rowwise
 from dmljax._src.errors import Problems
-from dmljax._src.sampling import draw, filters, noise, params
+from dmljax._src.sampling import draw, filters, noise, params, rows
 
 
 def _masked(logits: jax.Array, keep: jax.Array) -> jax.Array:
@@ -87,7 +86,8 @@ def top_k_mask(logits: ArrayLike, k: ArrayLike, *, max_k: int | None = None) -> 
     An array of ``logits``' shape and dtype: kept entries unchanged (bit for bit), the others -inf.
 
   Raises:
-    DescriptorError: for non-float or rank-0 logits, a float or wrongly shaped ``k``, or a bad ``max_k``.
+    DescriptorError: for non-float or rank-0 logits (or logits whose batch is split over explicit mesh axes), a
+      float or wrongly shaped ``k``, or a bad ``max_k``.
 
   Example:
     >>> import dmljax as dml, jax.numpy as jnp
@@ -134,7 +134,8 @@ def top_p_mask(logits: ArrayLike, p: ArrayLike, *, max_k: int | None = None) -> 
     An array of ``logits``' shape and dtype: kept entries unchanged (bit for bit), the others -inf.
 
   Raises:
-    DescriptorError: for non-float or rank-0 logits, a non-float or wrongly shaped ``p``, or a bad ``max_k``.
+    DescriptorError: for non-float or rank-0 logits (or logits whose batch is split over explicit mesh axes), a
+      non-float or wrongly shaped ``p``, or a bad ``max_k``.
 
   Example:
     >>> import dmljax as dml, jax.numpy as jnp
@@ -169,7 +170,8 @@ def min_p_mask(logits: ArrayLike, min_p: ArrayLike) -> jax.Array:
     An array of ``logits``' shape and dtype: kept entries unchanged (bit for bit), the others -inf.
 
   Raises:
-    DescriptorError: for non-float or rank-0 logits, or a non-float or wrongly shaped ``min_p``.
+    DescriptorError: for non-float or rank-0 logits (or logits whose batch is split over explicit mesh axes), or
+      a non-float or wrongly shaped ``min_p``.
 
   Example:
     >>> import dmljax as dml, jax.numpy as jnp
@@ -193,19 +195,19 @@ def _sample(
   k: jax.Array | None,
   p: jax.Array | None,
   min_p: jax.Array | None,
+  offset: jax.Array,
   max_k: int | None,
 ) -> jax.Array:
   batch = logits.shape[:-1]
-  key_data = noise.key_words(key)
-  words = jnp.broadcast_to(key_data, (*batch, key_data.shape[0]))
-  rows = jnp.arange(math.prod(batch), dtype=jnp.uint32).reshape(batch)
+  words = jnp.broadcast_to(noise.stream_key(key), (*batch, 2))
+  numbers = rows.numbers(batch, offset)
   probability = None if p is None else params.probability(p)
   ratio = None if min_p is None else params.ratio(min_p)
   clean = jax.lax.stop_gradient(logits)
   unfiltered = k is None and p is None and ratio is None
   count = 1 if unfiltered else _count(max_k)
   decision = rowwise.call(draw.decide, clean, temperature, k, probability, ratio, count=count)
-  return rowwise.call(draw.draw, clean, words, rows, temperature, ratio, decision)
+  return rowwise.call(draw.draw, clean, words, numbers, temperature, ratio, decision)
 
 
 def sample(
@@ -217,23 +219,46 @@ def sample(
   top_p: ArrayLike | None = None,
   min_p: ArrayLike | None = None,
   max_k: int | None = None,
+  row_offset: ArrayLike | None = None,
 ) -> jax.Array:
   r"""One token index per row, drawn from the filtered softmax of ``logits / temperature``.
 
-  The logits are divided by ``temperature`` (as :math:`(x - \max x) / T`, in float32; float64 for
-  float64 logits: a temperature tending to 0 tends to the greedy token in every dtype, and +inf
-  logits share the draw equally), then :func:`top_k_mask`, :func:`top_p_mask` and
-  :func:`min_p_mask` apply in that order (``None``: not applied; top-p's probabilities are those
-  of what top-k kept), and one index is drawn per row with probability ``softmax`` of what is left:
-  an exponential race (Gumbel-max), :math:`\arg\max_i e^{z_i} / E_i` with the lowest index among
-  equal maxima, where the noise :math:`E_i = -\log(1 - v_i)` comes from Threefry-2x32 (JAX's default
-  PRNG's block function) at the counter (row, index) under the key, with :math:`v_i` resolved to
-  56 bits near 0 (tokens far down the tail are drawn as often as their probability says), so the token
-  is the same whether the row is whole, split over devices, or narrowed to its first candidates.
-  Temperature 0 is greedy: the row's first entry in dmljax's order once NaNs are dropped (the
-  largest logit, lowest index among equals); a traced temperature below 0 or NaN is greedy too.
-  Temperature +inf draws uniformly among the finite kept entries. A row whose logits are all NaN or
-  -inf gives index 0. NaN entries are never drawn.
+  *Which entries are kept.* :func:`top_k_mask`, :func:`top_p_mask` and :func:`min_p_mask` apply in
+  that order (``None``: not applied; top-p's probabilities are those of what top-k kept), and they
+  rank the raw logits, never the scaled ones: the order is dmljax's order of ``logits`` (descending
+  value, ties by ascending index, NaN dropped) at every temperature, so top-k keeps the same
+  entries whatever the temperature. The probabilities top-p sums and min-p compares are those of the
+  scaled logits :math:`z = (x - \max x) / T` (float32; float64 for float64 logits; :math:`z = 0`
+  at the row's largest entries). For :math:`0 < T < \infty` ranking :math:`x` or :math:`z` is the
+  same wherever the scaled values differ; where scaling makes distinct logits equal (``T = +inf``,
+  or a temperature so large that :math:`(x - \max x) / T` rounds to 0 or is flushed as a subnormal)
+  the larger logit still comes first.
+
+  *The draw.* One index per row with probability ``softmax(z)`` over what is kept: an exponential
+  race (Gumbel-max), :math:`\arg\max_i e^{z_i} / E_i` with the lowest index among equal maxima,
+  where the noise :math:`E_i = -\log(1 - v_i)` comes from Threefry-2x32 (JAX's default PRNG's block
+  function) at the counter (row number, index) under the sampling stream's key (the block of the
+  key at the counter ("samp", "ling"), which no ``jax.random`` function evaluates: the stream shares
+  nothing with ``split``, ``fold_in`` or ``jax.random.uniform`` of the same key), with :math:`v_i`
+  resolved to 56 bits near 0 (tokens far down the tail are drawn as often as their probability
+  says), so the token is the same whether the row is whole, split over devices, or narrowed to its
+  first candidates. A temperature tending to 0 tends to the greedy token in every dtype; +inf logits
+  share the draw equally at every temperature. Temperature 0 is greedy: the row's first entry in
+  dmljax's order once NaNs are dropped (the largest logit, lowest index among equals); a traced
+  temperature below 0 or NaN is greedy too. Temperature +inf draws uniformly among the kept +inf
+  entries of a row that has +inf logits (they weigh 1, every finite entry 0, as at any temperature),
+  and among the finite kept entries of any other row (each weighs 1). A row whose logits are all
+  NaN or -inf gives index 0. NaN and -inf entries are never drawn.
+
+  *Row numbers.* Rows are numbered in row-major order of ``logits.shape[:-1]`` from ``row_offset``
+  (modulo :math:`2^{32}`). On one device and wherever JAX partitions the batch itself (``jax.jit``
+  with inputs sharded over automatic mesh axes) every row gets its global number: the same key
+  gives the same tokens, sharded or not. (A batch split over explicit mesh axes is refused; the
+  vocabulary may be split there.) Inside ``jax.shard_map`` a device sees only its block;
+  pass ``row_offset`` = the global number of its first row (``jax.lax.axis_index("batch") * rows``)
+  for exactly the one-device tokens. Without it the blocks are numbered by the device's position
+  along the manual mesh axes the logits vary over (every manual axis with ``check_vma=False``), so
+  no two devices holding different blocks draw the same noise.
 
   Every parameter is data (a Python number, or an array broadcastable to ``logits.shape[:-1]``),
   traced or not: one compiled program serves every value. The step runs on the row's first
@@ -252,6 +277,9 @@ def sample(
     top_p: ``None`` or the ``p`` of :func:`top_p_mask`.
     min_p: ``None`` or the ``min_p`` of :func:`min_p_mask`.
     max_k: optional static Python int: how many candidates to look at first (default 64).
+    row_offset: optional keyword: one integer, the number of the first row (a Python int in
+      ``[0, 2**32)`` or an integer array scalar, traced or not; a traced one is taken modulo
+      ``2**32``). ``None`` (the default): 0, or inside ``shard_map`` the block's position (above).
 
   Returns:
     int32 array of shape ``logits.shape[:-1]``.
@@ -259,7 +287,9 @@ def sample(
   Raises:
     DescriptorError: for a key that is not one PRNG key, non-float or rank-0 logits, a
       temperature below 0 (given as a concrete value), a float ``top_k``, a non-float ``top_p`` or
-      ``min_p``, a parameter that does not broadcast to the rows, or a bad ``max_k``.
+      ``min_p``, a parameter that does not broadcast to the rows, a bad ``max_k``, a
+      ``row_offset`` that is not one integer in ``[0, 2**32)``, or logits whose batch is split over
+      explicit mesh axes.
 
   Example:
     >>> import dmljax as dml, jax, jax.numpy as jnp
@@ -282,6 +312,9 @@ def sample(
     params.require_mass_length(problems, array, "sample with top_p")
   mp = None if min_p is None else params.real_parameter(problems, "min_p", min_p, batch)
   bound = params.candidate_count(problems, max_k)
+  offset = None if row_offset is None else params.row_offset(problems, row_offset)
   problems.raise_if_any()
   assert prng is not None and array is not None and t is not None
-  return _sample(prng, array, t, kk, pp, mp, bound)
+  if offset is None:
+    offset = rows.shard_offset(array)
+  return _sample(prng, array, t, kk, pp, mp, offset, bound)

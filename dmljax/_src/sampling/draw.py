@@ -8,9 +8,11 @@ the kept :math:`z` (it is Gumbel-max, :math:`\arg\max_i (z_i + g_i)` with :math:
 second logarithm per entry). The noise depends on the entry's index alone, so the candidates' draw and the whole
 row's draw pick the same token.
 
-Rows whose logits are all NaN or -inf draw index 0; temperature 0 (or a traced negative or NaN one) takes the
-row's first entry in the order, NaN dropped (greedy). Temperature +inf gives every finite entry weight 1 and
-every -inf one weight 0: a uniform draw among the finite kept entries.
+The kept entries are the filters' (:mod:`.filters`), which rank the raw logits whatever the temperature; only the
+weights are scaled. Rows whose logits are all NaN or -inf draw index 0; temperature 0 (or a traced negative or NaN
+one) takes the row's first entry in the order, NaN dropped (greedy). Temperature +inf gives every finite entry
+weight 1 and every -inf one weight 0 (a uniform draw among the finite kept entries), unless the row's largest
+logit is +inf: then its +inf entries weigh 1 and every other entry 0, as at any temperature.
 
 The noise's key words may carry leading axes the logits lack (``jax.vmap`` over keys with shared logits): the
 race broadcasts, and the logits are read once per key, never copied.
@@ -23,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from dmljax._src import shardings
 from dmljax._src.sampling import filters, noise
 
 
@@ -89,14 +92,16 @@ def draw(
   bound: jax.Array | None,
   decision: filters.Decision,
 ) -> jax.Array:
-  """One token per row: ``words`` (..., W) the row's key data, ``rows`` (...) the row's number."""
+  """One token per row: ``words`` (..., 2) the sampling stream's Threefry key (:func:`.noise.stream_key`),
+  ``rows`` (...) the row's number (:mod:`.rows`)."""
   length = logits.shape[-1]
   batch = filters.batch_of(logits, words[..., 0], rows, temperature, bound, decision.within)
   hot, divisor = _divisor(jnp.broadcast_to(temperature, batch), filters.work_dtype(logits.dtype))
   bound = None if bound is None else jnp.broadcast_to(bound, batch)
   decision = filters.Decision(*(jnp.broadcast_to(a, (*batch, *a.shape[decision.within.ndim :])) for a in decision))
   within = decision.within
-  key = noise.threefry_key(jnp.broadcast_to(words, (*batch, words.shape[-1])))
+  stream = jnp.broadcast_to(words, (*batch, 2))
+  key = (stream[..., 0], stream[..., 1])
   row = jnp.broadcast_to(rows, batch)
   by_candidates = _first_of_maxima(
     _score(decision.weights, decision.keep, key, row, decision.indices), decision.indices, length
@@ -112,6 +117,6 @@ def draw(
       drawn = lax.map(lambda member: _whole_row_draw(logits, *member), flat).reshape(batch)
     return jnp.where(within, by_candidates, drawn)
 
-  sampled = lax.cond(jnp.any(hot & ~within), whole_rows, lambda: by_candidates)
+  sampled = shardings.cond(jnp.any(hot & ~within), whole_rows, lambda: by_candidates)
   sampled = jnp.where(decision.values[..., 0] == -np.inf, np.int32(0), sampled)
   return jnp.where(hot, sampled, decision.indices[..., 0])  # greedy: the first entry in the order

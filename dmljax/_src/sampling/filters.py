@@ -1,8 +1,9 @@
 r"""The one decision: which entries of each row the filters keep, on the row's candidates when they can tell.
 
-Every filter keeps a *prefix* of the row in dmljax's order (descending value, ties by ascending index, NaN
-dropped): top-k the first ``k`` entries, top-p (on what top-k kept) the shortest prefix whose probability
-reaches ``p``, min-p the entries whose weight is at least the bound. :func:`decide` decides every row, for the
+Every filter keeps a *prefix* of the row in dmljax's order of the raw logits (descending value, ties by ascending
+index, NaN dropped; a temperature changes the weights, never this order): top-k the first ``k`` entries, top-p (on
+what top-k kept) the shortest prefix whose probability reaches ``p``, min-p the entries whose weight is at least the
+bound. :func:`decide` decides every row, for the
 masks and for ``sample`` alike:
 
 1. the row's first ``C`` entries in that order are selected once (:func:`dmljax.top_k`'s selection, no sort;
@@ -31,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dmljax._src import selection
+from dmljax._src import selection, shardings
 from dmljax._src.sampling import mass, search
 
 CANDIDATES = 64  # candidates looked at first when the caller gives no max_k
@@ -176,7 +177,7 @@ def _row_total(rows: Rows, chosen: Candidates, candidates_total: mass.Limbs, wan
     row = mass.sums(mass.entry_limbs(rows.weights(), units), None, units)
     return tuple(jnp.where(needed, r, c) for c, r in zip(candidates_total, row, strict=True))
 
-  return lax.cond(jnp.any(needed), with_row_total, lambda: candidates_total)
+  return shardings.cond(jnp.any(needed), with_row_total, lambda: candidates_total)
 
 
 def _first_reaching(prefix: mass.Limbs, need: mass.Limbs, units: mass.Units) -> tuple[jax.Array, jax.Array]:
@@ -201,7 +202,9 @@ def decide(
   wanted: jax.Array | None = None,
 ) -> Decision:
   """Decides every row: on its candidates where they tell, else (where ``wanted``: every row by default) by the
-  whole-row search. ``divisor`` (..., 1) scales the logits as a temperature does, before the filters."""
+  whole-row search. ``divisor`` (..., 1), a temperature, scales the weights the filters sum and compare
+  (:math:`e^{(x - m) / T}`), never the order: the prefixes are those of the raw logits' order at every
+  temperature."""
   batch = batch_of(logits, *filters, None if divisor is None else divisor[..., 0], wanted)
   k, p, bound = (None if f is None else jnp.broadcast_to(f, batch) for f in filters)
   divisor = None if divisor is None else jnp.broadcast_to(divisor, (*batch, 1))
@@ -249,7 +252,7 @@ def decide(
 
   cut = known_cut
   if (k is not None or p is not None) and not every_entry:
-    cut = lax.cond(jnp.any(searching), search_rows, lambda: known_cut)
+    cut = shardings.cond(jnp.any(searching), search_rows, lambda: known_cut)
   return Decision(chosen.values, chosen.indices, chosen.weights, keep, within, *cut)
 
 
@@ -261,7 +264,7 @@ def _searched(rows: Rows, filters: Filters, counting: jax.Array) -> Cut:
   whole = search.everything(batch, rows.length, jax.eval_shape(rows.key).dtype)
   cut_k: Cut | None = None
   if k is not None:
-    cut_k = lax.cond(
+    cut_k = shardings.cond(
       jnp.any(counting),
       lambda: _where(counting, search.cut(rows.logits, rows.key, _count_target(rows, k)), whole),
       lambda: whole,

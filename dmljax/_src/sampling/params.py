@@ -8,7 +8,8 @@ parameter's out-of-range values to rules live here and nowhere else:
   means every entry, like ``k >= V``;
 * ``p``: float32; NaN and ``p >= 1`` keep every entry, ``p <= 0`` the first;
 * ``min_p``: float32; NaN or ``<= 0`` keeps every entry, above 1 counts as 1;
-* ``temperature``: float32; ``> 0`` samples, anything else (0, a traced negative value, NaN) is greedy.
+* ``temperature``: float32; ``> 0`` samples, anything else (0, a traced negative value, NaN) is greedy;
+* ``row_offset``: one integer, uint32 (a concrete value in ``[0, 2**32)``, a traced one taken modulo 2**32).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dmljax._src import dtypes, symbolic
+from dmljax._src import dtypes, shardings, symbolic
 from dmljax._src.errors import Problems
 
 _BATCH = "logits.shape[:-1]"
@@ -47,6 +48,12 @@ def logits_array(p: Problems, logits: Any) -> jax.Array | None:
     return None
   ok &= p.require(
     array.ndim == 0 or array.shape[-1] >= 1, "logits' last axis must not be empty", f"logits.shape={array.shape}"
+  )
+  ok &= p.require(
+    array.ndim == 0 or not shardings.splits_explicitly(array, tuple(range(array.ndim - 1))),
+    "logits split along a batch axis over explicit mesh axes are not supported yet: split only the vocabulary "
+    "(the last axis) there, or split the batch over automatic axes or inside jax.shard_map",
+    f"logits sharded as {jax.typeof(array).sharding.spec}" if ok else "",
   )
   return array if ok else None
 
@@ -105,7 +112,8 @@ def _kind_error(p: Problems, field: str, value: Any, integer: bool) -> bool:
   dtype = getattr(value, "dtype", None)
   if dtype is None:
     if integer and not isinstance(value, (int, np.integer)):
-      p.add(f"{field} must be {kind}, not a float", f"{field}={value!r}")
+      floating = isinstance(value, (float, np.floating))
+      p.add(f"{field} must be {kind}{', not a float' if floating else ''}", f"{field}={value!r}")
       return True
     if not integer and not isinstance(value, (int, float, np.integer, np.floating)):
       p.add(f"{field} must be {kind}", f"{field} of type {type(value).__name__}")
@@ -186,6 +194,31 @@ def require_non_negative(p: Problems, field: str, value: Any) -> None:
       f"{field} must be >= 0 (0 is greedy)",
       f"{field}={value!r}" if concrete.ndim == 0 else f"{field} with minimum {np.nanmin(concrete)!r}",
     )
+
+
+ROW_NUMBERS = 2**32  # rows are numbered modulo this (the noise counter's first word)
+
+
+def row_offset(p: Problems, value: Any) -> Any:
+  """``row_offset`` as one uint32 (NumPy when concrete, else a uint32 array), or ``None`` after recording why not."""
+  if _kind_error(p, "row_offset", value, integer=True):
+    return None
+  if not p.require(
+    np.shape(value) == (),
+    "row_offset must be one integer (the global row number of the first row of logits), not one per row",
+    f"row_offset.shape={np.shape(value)}",
+  ):
+    return None
+  if isinstance(value, jax.core.Tracer):
+    return jnp.asarray(value).astype(jnp.uint32)
+  number = int(np.asarray(value))
+  if not p.require(
+    0 <= number < ROW_NUMBERS,
+    "row_offset must be in [0, 2**32) (rows are numbered modulo 2**32)",
+    f"row_offset={number}",
+  ):
+    return None
+  return np.uint32(number)
 
 
 def candidate_count(p: Problems, max_k: Any) -> int | None:

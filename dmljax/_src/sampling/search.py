@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dmljax._src import rank_keys
+from dmljax._src import rank_keys, shardings
 
 Parts = tuple[jax.Array, ...]
 KeyOf = Callable[[jax.Array], jax.Array]  # rows -> unsigned order keys (NaN dropped)
@@ -100,7 +100,7 @@ def _guess(rows: jax.Array, key_of: KeyOf, target: Target, batch: tuple[int, ...
     total = jnp.sum(jnp.where(key_of(fresh) >= candidate[..., None], measure, np.array(0, measure.dtype)), axis=-1)
     return jnp.where(total >= target.guide_target, candidate, t)
 
-  return lax.fori_loop(0, width, step, jnp.zeros(batch, udt))
+  return lax.fori_loop(0, width, step, shardings.varying_as(jnp.zeros(batch, udt), rows, target.guide_target))
 
 
 def _sums(key: jax.Array, parts: Parts, cuts: tuple[tuple[jax.Array, jax.Array], ...]) -> tuple[Parts, ...]:
@@ -190,16 +190,8 @@ def cut(rows: jax.Array, key_of: KeyOf, target: Target) -> tuple[jax.Array, jax.
     return step + 1, phase, t, lo, hi, j_lo, j_hi, j_a, j_b
 
   zeros = jnp.zeros(batch, jnp.int32)
-  state: tuple[jax.Array, ...] = (
-    jnp.int32(0),
-    zeros,
-    guess,
-    jnp.zeros(batch, udt),
-    jnp.full(batch, np.iinfo(udt).max, udt),
-    zeros,
-    zeros,
-    zeros,
-    zeros,
-  )
+  per_row = (zeros, guess, jnp.zeros(batch, udt), jnp.full(batch, np.iinfo(udt).max, udt), zeros, zeros, zeros, zeros)
+  # Inside shard_map: typed as varying as what the passes compute from the rows (the loop's carry keeps one type).
+  state: tuple[jax.Array, ...] = (jnp.int32(0), *(shardings.varying_as(a, rows, target.guide_target) for a in per_row))
   _, _, t, _, _, _, j, _, _ = lax.while_loop(wrong, move, state)
   return t[..., None], j[..., None]

@@ -161,7 +161,9 @@ def min_p_mask(dtype: np.dtype, seed: int) -> Plan:
 
 
 def _pipeline(x: np.ndarray, temperature: np.ndarray, k: np.ndarray, seed: int) -> tuple[Any, ...]:
-  """sample's filters in the reference, on x / temperature (exact: powers of two): (p, min_p, kept entries)."""
+  """sample's filters in the reference, on x / temperature: (p, min_p, kept entries). The library ranks the raw
+  logits and weighs the scaled ones; these temperatures are powers of two, so x / temperature is exact in float64,
+  has the raw logits' order (no two distinct logits tie) and their scaled weights: one reference serves both."""
   t = np.where(temperature > 0, temperature, 1.0).astype(np.float64)[:, None]
   scaled = reference.decoded(x) / t
   after_k = np.where(reference.top_k_keep(scaled, k), scaled, -np.inf)
