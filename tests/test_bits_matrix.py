@@ -156,6 +156,7 @@ class Op:
   diff_arg: int = 0
   shape: tuple[int, ...] = ()
   least: int = 1  # the shortest op_axis the call takes (top_k: k), a constraint of a symbolic op_axis
+  out_batch_axis: int | None = None  # the outputs' batch axis, where not batch_axis
 
 
 def _top_k_op(shape: tuple[int, int], k: int, largest_first: bool) -> Op:
@@ -283,6 +284,7 @@ _SUM_EMPTY = Op(
   expect=lambda x: (_zeros(x.shape[1:], _summed(x.dtype)), None),
   accepts=lambda dtype: True,
   batch_axis=1,
+  out_batch_axis=0,
 )
 _ARGMAX_EMPTY = Op(
   id="argmax_empty",
@@ -436,6 +438,7 @@ COLUMNS = (
   "explicit_batch",
   "export",
   "export_symbolic",
+  "shard_map",
 )
 _UNSHARDED = ("plain", "jit", "vmap", "jvp")
 
@@ -487,6 +490,8 @@ def _applies(op: Op, dtype: np.dtype, path: str, use_x64: bool, column: str) -> 
     return path == "auto"  # an export for several platforms lowers every branch
   if column == "export_symbolic":
     return path == "auto" and bool(_symbolic_axes(op, op.make(_seed(op.id), dtype)[0]))
+  if column == "shard_map":
+    return op.batch_axis is not None and op.make(_seed(op.id), dtype)[0].shape[op.batch_axis] % _SHARDS == 0
   if column == "jvp":
     return op.tangent is not None and _is_float(dtype)
   if column.endswith("_op"):
@@ -607,6 +612,30 @@ def _grown(op: Op, args: tuple[np.ndarray, ...], rng: np.random.Generator, dtype
   return (first, *args[1:])
 
 
+_SHARDS = 4
+
+
+# Paths whose Pallas kernels run in Pallas's interpret mode on CPU: JAX's interpreter does not type what it computes
+# as varying over shard_map's axes (its loops and slices then fail check_vma), so their shard_map cells check the
+# bits with check_vma off; tests/test_sharding.py lowers their kernels for CUDA and TPU with it on.
+_INTERPRETED_PALLAS = frozenset({"cuda", "tpu"})
+
+
+def _run_shard_mapped(op: Op, args: tuple[np.ndarray, ...], path: str) -> Any:
+  """The call inside ``jax.shard_map`` over 4 devices, each on its block of the batch axis of argument 0 (the others
+  replicated), as a data-parallel user runs it (``check_vma`` on, JAX's default, but on the interpreted Pallas
+  paths)."""
+  assert op.batch_axis is not None
+  mesh = _mesh(False)
+  out_axis = op.batch_axis if op.out_batch_axis is None else op.out_batch_axis
+  in_specs = (P(*([None] * op.batch_axis), "d"), *(P() for _ in args[1:]))
+  outputs = jax.eval_shape(op.call, *args)
+  out_specs = jax.tree.map(lambda _: P(*([None] * out_axis), "d"), outputs)
+  check = path not in _INTERPRETED_PALLAS
+  mapped = jax.shard_map(op.call, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=check)
+  return jax.jit(mapped)(*args)
+
+
 def _narrowed(args: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
   """The arguments as JAX narrows 64-bit NumPy data without x64 (float64 to float32, int64 to int32, ...)."""
   with np.errstate(over="ignore", invalid="ignore"):
@@ -663,6 +692,8 @@ def _run(cell: Cell, args: tuple[np.ndarray, ...]) -> None:
     grown = _grown(op, args, _seed(cell.id, "grown"), cell.dtype)
     for n, at in enumerate((args, grown)):
       _check(op, exported.call(*at), at, f"{column}, size {n}: {at[0].shape}")
+  elif column == "shard_map":
+    _check(op, _run_shard_mapped(op, args, cell.path), args, column)
   else:
     explicit = column.startswith("explicit")
     axis = op.op_axis if column.endswith("_op") else op.batch_axis

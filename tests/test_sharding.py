@@ -11,6 +11,7 @@ are not: LOG_SUM_EXP is compared to a few ulps). The top-k that automatic axes t
 cannot call custom_partitioning's rule (TPUs: a selection in device-count chunks) is forced on CPU.
 """
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -294,6 +295,21 @@ def test_top_k_inside_shard_map(axis_names: frozenset[str]) -> None:
   mesh = _mesh("auto")
   fn = jax.shard_map(lambda x: dml.top_k(x, 3), mesh=mesh, in_specs=P("b"), out_specs=P("b"), axis_names=axis_names)
   _assert_same(jax.jit(fn)(X), dml.top_k(X, 3))
+
+
+@pytest.mark.parametrize(
+  ("branch", "kernel"), [("cuda", "mosaic_gpu|__gpu"), ("tpu", "tpu_custom_call")], ids=["cuda", "tpu"]
+)
+def test_the_accelerator_kernels_lower_inside_shard_map_with_its_type_checks(branch: str, kernel: str) -> None:
+  """Inside ``jax.shard_map`` with ``check_vma`` on (JAX's default), the CUDA and TPU top-k kernels (compiled, not
+  interpreted: lowered for their platform) type their outputs as varying over the mesh axes their input does: a
+  Pallas output typed as the same on every device is refused by JAX there."""
+  mesh = _mesh("auto")
+  x = jax.ShapeDtypeStruct((8, 2048), jnp.float32)
+  fn = jax.jit(jax.shard_map(lambda x: dml.top_k(x, 5), mesh=mesh, in_specs=P("b"), out_specs=P("b")))
+  with platform.choosing(branch=branch):
+    text = fn.trace(x).lower(lowering_platforms=(branch,)).as_text()
+  assert re.search(kernel, text), branch
 
 
 def test_top_k_under_set_mesh_with_explicit_axes() -> None:

@@ -65,6 +65,13 @@ def blockwise(x: jax.Array, axes: tuple[int, ...], *, trailing: bool = False) ->
   return not splits_explicitly(x, axes) and symbolic.is_static(x.shape)
 
 
+def struct_like(shape: tuple[int, ...], dtype: Any, like: jax.Array) -> jax.ShapeDtypeStruct:
+  """A kernel's output type (``pallas_call``'s ``out_shape``) of ``shape`` and ``dtype`` that varies over the mesh
+  axes ``like`` varies over: inside ``jax.shard_map`` with ``check_vma=True`` (JAX's default) an output type must
+  say so."""
+  return jax.ShapeDtypeStruct(shape, dtype, manual_axis_type=jax.typeof(like).manual_axis_type)
+
+
 def varying_axes(x: Any) -> frozenset[Any] | None:
   """Inside ``jax.shard_map``: the manual mesh axes along which JAX's type says ``x`` (an array or a
   ``jax.ShapeDtypeStruct``) may vary, tracked with ``check_vma=True`` (the default); empty where it is the same on

@@ -79,7 +79,7 @@ import numpy as np
 from jax import lax
 from jax.interpreters import mlir
 
-from dmljax._src import platform, rank_keys
+from dmljax._src import platform, rank_keys, shardings
 from dmljax._src.strategies import row_kernel
 from dmljax._src.strategies.case import Case, Select, Selected
 
@@ -414,7 +414,7 @@ def kernel_top_k(
   lay = layout(count, n, block or block_for(dtype))
   kernel = functools.partial(_segment_kernel, dtype=dtype, k=k, largest_first=largest_first, lay=lay)
   stored = _stored(rows)
-  outputs = (jax.ShapeDtypeStruct((count, k), stored.dtype), jax.ShapeDtypeStruct((count, k), np.int32))
+  outputs = (shardings.struct_like((count, k), stored.dtype, rows), shardings.struct_like((count, k), np.int32, rows))
 
   def segments_kernel(*refs_and_ids: Any) -> None:
     *refs, segment, row = refs_and_ids
@@ -429,7 +429,7 @@ def kernel_top_k(
   candidates = _launch(
     segments_kernel,
     (stored,),
-    (jax.ShapeDtypeStruct((count, lay.segments * width), np.int32),) * 3,
+    (shardings.struct_like((count, lay.segments * width), np.int32, rows),) * 3,
     (lay.segments, count),
     interpret=interpret,
     name=KERNEL_NAME,

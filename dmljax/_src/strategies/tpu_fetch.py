@@ -41,6 +41,8 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import mlir
 
+from dmljax._src import shardings
+
 LANES = 128
 SUBLANES = 8
 # Slots per grid step at most: an (8, 128) int32 block of columns.
@@ -138,7 +140,7 @@ def _fetch(x: jax.Array, columns: jax.Array, wanted: jax.Array, *, interpret: bo
       *(pl.BlockSpec(memory_space=pltpu.HBM) for _ in matrices),
     ],
     out_specs=pl.BlockSpec(index_block, lambda g: (g, np.int32(0))),
-    out_shape=jax.ShapeDtypeStruct(wanted_columns.shape, np.int32),
+    out_shape=shardings.struct_like(wanted_columns.shape, np.int32, x),
     scratch_shapes=[
       pltpu.VMEM((block, copy_rows, LANES), x.dtype),
       pltpu.VMEM((block if x.dtype.itemsize < 4 else SUBLANES, LANES), np.dtype(np.int32)),
