@@ -62,6 +62,7 @@ from dmljax._src import (
   dtypes,
   enums,
   fields,
+  narrow_integers,
   platform,
   reduce_extreme,
   shardings,
@@ -526,7 +527,9 @@ def _program(
     )
   if x.size == 0:  # no element to read: every block is empty (the function's empty value) or there is no block
     return jnp.full(out_shape, _EMPTY_VALUE.get(function, 0), result)
-  x = x if x.dtype == work else x.astype(work)
+  if x.dtype != work:
+    # 8-bit integers converted to floats out of reach of XLA:CPU's 8-bit library arithmetic (narrow_integers).
+    x = narrow_integers.as_float(x, work) if dtypes.is_float(work) else x.astype(work)
   if dtypes.is_complex(work) and function in _EXTREMES:
     return _complex_extreme(x, axes, function == F.MAX, choice).reshape(out_shape)
   out = axes_lib.reduce_folded(
