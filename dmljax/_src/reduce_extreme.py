@@ -492,7 +492,8 @@ _KERNEL_ANY_ROW_BYTES = 1 << 18
 
 def _by_kernel(x: jax.Array, axes: tuple[int, ...], find_max: bool, composition: Composition) -> jax.Array:
   """MAX/MIN keeping dims: on CPU, in a program of one device, the compiled kernel (a custom call that reads the
-  input once on every core and writes only the result: no temporaries, and one kernel for XLA to compile),
+  input once on every core and writes the result, with scratch of its own only where it splits the reduced axis,
+  bounded by the thread count: docs/cpu_kernel.rst; one kernel for XLA to compile),
   where the library is loaded and the program is not being exported; ``composition`` everywhere else, and as
   the kernel's own lowering where it cannot run. Both give the same bits.
   """
