@@ -222,11 +222,12 @@ void ReduceUnit(const typename Type::Bits* x, const Shape& s, const Unit<Type>& 
 constexpr int64_t kMinParallelCombine = int64_t{1} << 14;
 
 // Units of work: groups of rows; where there are fewer groups than units, blocks of columns (inner > 1) too; where
-// there are still fewer, chunks of n. A unit that holds all of n writes its answers to the output. Chunks write
-// partial maxima, which a second parallel pass combines per (row, tile of columns): the call's only scratch,
-// outer * chunks * inner partial maxima (a key, and for floats a NaN), where chunks > 1 only if outer * blocks
-// falls short of the units, which bounds it by 2 * units * kTile (8192 a thread) and by chunks <= units times the
-// output: 128 KiB a thread at most (float64), whatever the input's size.
+// there are fewer rows than units and still fewer units, chunks of n. A unit that holds all of n writes its answers
+// to the output. Chunks write partial maxima, which a second parallel pass combines per (row, tile of columns):
+// the call's only scratch, outer * chunks * inner partial maxima (a key, and for floats a NaN). Chunks are cut
+// only where outer * blocks < units, so blocks is the column tiles' count and chunks <= units / (outer * blocks)
+// + 1: fewer than 2 * units * kTile partial maxima (8192 a thread, 128 KiB for float64), and at most units times
+// the output, whatever the input's size.
 template <typename Type>
 void Extreme(ffi::ThreadPool& pool, Scratch& scratch, int64_t threads, const Shape& s, bool find_max,
              const void* input, void* output) {
@@ -246,7 +247,7 @@ void Extreme(ffi::ThreadPool& pool, Scratch& scratch, int64_t threads, const Sha
   }
   const int64_t blocks = (s.inner + width - 1) / width;
   int64_t length = s.n;
-  if (groups * blocks < wanted) {  // then groups == outer: one row a group
+  if (s.outer < wanted && groups * blocks < wanted) {  // one row a group, and still too few units
     const int64_t unit_bytes = s.n * width * static_cast<int64_t>(sizeof(Bits));
     const int64_t most = std::max<int64_t>(1, unit_bytes / kMinBytesPerUnit);
     const int64_t chunks = std::min({(wanted + groups * blocks - 1) / (groups * blocks), most, s.n});

@@ -46,12 +46,10 @@ def _child_env() -> dict[str, str]:
   return {**env, "NPROC": POOL, "JAX_PLATFORMS": "cpu", "PYTHONPATH": path}
 
 
-def _peak(which: str) -> tuple[int, bool, str]:
+def _peak(which: str, where: pathlib.Path) -> tuple[int, bool, str]:
   """A child's peak resident memory in bytes, whether its kernel program holds the FFI call, the kernel's status."""
   command = [sys.executable, str(TESTS / "kernel_memory_worker.py"), which, str(ROWS), str(COLUMNS)]
-  done = subprocess.run(
-    command, capture_output=True, text=True, timeout=300, check=False, cwd=TESTS.parent, env=_child_env()
-  )
+  done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=where, env=_child_env())
   assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
   result = json.loads(done.stdout.strip().splitlines()[-1])
   return int(result["peak_kib"]) * 1024, bool(result["kernel_in_program"]), str(result["status"])
@@ -59,11 +57,13 @@ def _peak(which: str) -> tuple[int, bool, str]:
 
 @needs_kernel
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss counts KiB on Linux")
-def test_the_kernel_s_peak_memory_is_jnp_max_s_with_a_64_thread_pool() -> None:
+def test_the_kernel_s_peak_memory_is_jnp_max_s_with_a_64_thread_pool(tmp_path: pathlib.Path) -> None:
   """Peaks of three children: the kernel's run, ``jnp.max``'s, and neither (the input and both compiled programs).
   The kernel's is within 64 MiB of ``jnp.max``'s, and within 16 MiB of neither's: its 2 MiB output and the threads'
   stacks (measured: 3 MiB; ``jnp.max``'s run holds 131 MiB, the old kernel's 258 MiB)."""
-  (kernel, held, status), (native, _, _), (neither, _, _) = _peak("kernel"), _peak("native"), _peak("neither")
+  (kernel, held, status), (native, _, _), (neither, _, _) = (
+    _peak(w, tmp_path) for w in ("kernel", "native", "neither")
+  )
   assert held, status
   above_native, above_neither = kernel - native, kernel - neither
   assert above_native <= 64 * MiB, f"the kernel's run peaked {above_native / MiB:.0f} MiB above jnp.max's (64 at most)"
@@ -71,11 +71,13 @@ def test_the_kernel_s_peak_memory_is_jnp_max_s_with_a_64_thread_pool() -> None:
 
 
 @needs_kernel
-def test_the_kernel_tests_pass_with_a_64_thread_pool() -> None:
+def test_the_kernel_tests_pass_with_a_64_thread_pool(tmp_path: pathlib.Path) -> None:
+  """The child runs from a folder of its own (its dmljax is this process's, by PYTHONPATH, not the working
+  directory's: CI runs this file on the installed wheel too)."""
   command = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-o", "addopts="]
-  command.append(str(TESTS / "test_cpu_kernel.py"))
+  command += ["--rootdir", str(TESTS.parent), str(TESTS / "test_cpu_kernel.py")]
   env = {**_child_env(), "DMLJAX_REQUIRE_CPU_KERNEL": "1"}
-  done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False, cwd=TESTS.parent, env=env)
+  done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False, cwd=tmp_path, env=env)
   output = done.stdout + done.stderr
   assert done.returncode == 0, output[-3000:]
   summary = re.search(r"(\d+) passed", output.strip().splitlines()[-1])
