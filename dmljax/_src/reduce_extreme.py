@@ -5,7 +5,8 @@ bits, read as an unsigned integer, are the largest), else the largest or smalles
 are computed on integer keys alone (:func:`rank_keys.ieee_maximum_key`), so no platform's float maximum (which
 may skip NaNs, flush subnormals or widen a narrow float) and no split over devices changes the bits; a second
 pass runs only where a NaN of the reversed sign won (:func:`_largest_nan_fix`). Integers are reduced as they
-are. The gradient shares the cotangent equally among tied extremes, as ``jnp.max``'s.
+are, 8-bit ones as 16-bit integers outside the CPU kernel (:mod:`narrow_integers`). The gradient shares the
+cotangent equally among tied extremes, as ``jnp.max``'s.
 
 :func:`tree` is the fused CPU reduction (MAX, MIN and REDUCE's wrapping integer sums run on it): the rows halved
 with elementwise maxima, fused with the keys into one vectorised loop, on one device; XLA's reduction elsewhere.
