@@ -30,7 +30,7 @@ TARGET = "dmljax_cpu_top_k"
 # Its REDUCE MAX/MIN handler (csrc/cpu_reduce_extreme.cc), registered with it.
 REDUCE_EXTREME_TARGET = "dmljax_cpu_reduce_extreme"
 # The calling convention the Python side speaks (DmljaxCpuTopKAbiVersion in csrc/cpu_top_k.cc).
-ABI_VERSION = 3
+ABI_VERSION = 4
 # The library's file (setup.py's LIBRARY) and the build's record of its outcome (setup.py's BUILD_INFO).
 LIBRARY = "libdmljax_cpu_top_k.dll" if sys.platform == "win32" else "libdmljax_cpu_top_k.so"
 BUILD_INFO = "_cpu_kernel_build.json"
