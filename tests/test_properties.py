@@ -22,31 +22,19 @@ from typing import Any
 
 import numpy as np
 from dml_strategies import (
+  TWICE,
   against_either,
   arg_reduce_cases,
   assert_bitwise,
   assert_indices,
-  call_functional,
+  both_paths,
   gather_nd_cases,
   one_hot_cases,
   top_k_cases,
   x64,
 )
-from hypothesis import given, settings
+from hypothesis import given
 from reference import ref_arg_reduce, ref_gather_nd, ref_one_hot, ref_top_k
-
-import dmljax as dml
-
-# Twice the profile's examples: the operators' results, not their errors, are the point here.
-TWICE = settings(max_examples=2 * settings.default.max_examples)
-
-
-def both_paths(case: dict[str, Any]) -> list[Any]:
-  """The functional result, and the descriptor-path result where the case has a descriptor."""
-  results = [call_functional(case)]
-  if case["desc"] is not None:
-    results.append(dml.execute(case["desc"], *case["inputs"]))
-  return results
 
 
 def _reshape(result: Any, shape: tuple[int, ...]) -> Any:

@@ -12,10 +12,18 @@ from typing import Any
 import jax
 import ml_dtypes
 import numpy as np
-from dml_strategies import against_either, assert_bitwise, assert_close, assert_indices, reduce_cases, x64
+from dml_strategies import (
+  TWICE,
+  against_either,
+  assert_bitwise,
+  assert_close,
+  assert_indices,
+  both_paths,
+  reduce_cases,
+  x64,
+)
 from hypothesis import given
 from reference import ref_reduce
-from test_properties import TWICE, both_paths
 
 import dmljax as dml
 
