@@ -243,7 +243,7 @@ void ArgUnit(const typename Type::Bits* x, const Shape& s, const Unit<Type>& u) 
 constexpr int64_t kMinParallelCombine = int64_t{1} << 14;
 
 // Units of work as SplitRows cuts them. Chunks of n write partial answers, a key and a position per (row, chunk,
-// column): the call's only scratch, fewer than 2 * units * kTile (12 KiB a thread for int32 positions and 64-bit
+// column): the call's only scratch, fewer than 2 * units * kTile (96 KiB a thread for int32 positions and 64-bit
 // keys), and at most units times the output. The combine reads each row's chunks in order, so an equal key of a
 // later chunk replaces the best only for `last`, as within a chunk.
 template <typename Type, bool kMax, bool kLast>
