@@ -31,6 +31,7 @@ from dmljax._src import (
   rank_keys,
   reduction_kernels,
   rowwise,
+  symbolic,
   value_bits,
 )
 
@@ -240,7 +241,14 @@ def _by_kernel(x: jax.Array, axes: tuple[int, ...], find_max: bool, composition:
   def kernel(x: jax.Array) -> jax.Array:
     return reduction_kernels.reduce_extreme(x, axes, find_max, fallback)
 
-  rows = reduction_kernels.rows_shape(x.shape, axes)
-  short = len(rows) == 2 and rows[1] < _KERNEL_SHORTEST_ROW and x.size * x.dtype.itemsize >= _KERNEL_ANY_ROW_BYTES
-  takes = np.dtype(x.dtype) in reduction_kernels.KERNEL_TYPES and not short
+  takes = np.dtype(x.dtype) in reduction_kernels.KERNEL_TYPES and not _many_short_rows(x, axes)
   return cpu_route.choose(x, axes, default=plain, kernel=kernel if takes else None)
+
+
+def _many_short_rows(x: jax.Array, axes: tuple[int, ...]) -> bool:
+  """Whether ``x`` reduced over ``axes`` is many rows too short for the kernel; ``False`` where no kernel could take
+  it anyway (no axes, a symbolic shape: :func:`cpu_route.choose` keeps the composition there)."""
+  if not axes or not symbolic.is_static(x.shape):
+    return False
+  rows = reduction_kernels.rows_shape(x.shape, axes)
+  return len(rows) == 2 and rows[1] < _KERNEL_SHORTEST_ROW and x.size * x.dtype.itemsize >= _KERNEL_ANY_ROW_BYTES
