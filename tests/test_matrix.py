@@ -206,6 +206,9 @@ def _strategy(name: str) -> Callable[[], contextlib.AbstractContextManager[Any]]
 # without it, the halving it falls back to.
 _ARG_KERNEL_HLO = (cpu_kernel_library.ARG_EXTREME_TARGET,) if cpu_kernel_library.available() else ()
 _ARG_KERNEL_REACHES = ((reduction_kernels, "arg_extreme"),) if cpu_kernel_library.available() else ()
+# Over axes that are not trailing, the CPU branch without the kernel is the variadic reduction every platform runs:
+# those rows force the CPU branch only where the kernel makes it a program of its own.
+_ARG_KERNEL_BRANCH: platform.Branch | None = "cpu" if cpu_kernel_library.available() else None
 
 _L2_SCALE = np.float32(2.0**-46)  # ||x * scale|| < 2**-39: the gradient's rescaled branch
 
@@ -379,12 +382,12 @@ PATHS: list[Path] = [
   # composition where it is not (these rows then check that) and in exported programs.
   _arg_row("argmax/cpu_kernel", (6, 1024), (1,), "cpu", reaches=_ARG_KERNEL_REACHES, hlo=_ARG_KERNEL_HLO),
   _arg_row("argmin/cpu_kernel_last", (6, 1024), (1,), "cpu", direction="decreasing", hlo=_ARG_KERNEL_HLO),
-  _arg_row("argmax/cpu_kernel_leading_axis", (96, 6), (0,), "cpu", other_axis=1, hlo=_ARG_KERNEL_HLO),
+  _arg_row("argmax/cpu_kernel_leading_axis", (96, 6), (0,), _ARG_KERNEL_BRANCH, other_axis=1, hlo=_ARG_KERNEL_HLO),
   _arg_row(
     "argmin/cpu_kernel_middle_axes_last",
     (4, 8, 10, 3),
     (1, 2),
-    "cpu",
+    _ARG_KERNEL_BRANCH,
     direction="decreasing",
     reaches=_ARG_KERNEL_REACHES,
     hlo=_ARG_KERNEL_HLO,
