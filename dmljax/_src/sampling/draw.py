@@ -117,6 +117,6 @@ def draw(
       drawn = lax.map(lambda member: _whole_row_draw(logits, *member), flat).reshape(batch)
     return jnp.where(within, by_candidates, drawn)
 
-  sampled = shardings.cond(jnp.any(hot & ~within), whole_rows, lambda: by_candidates)
+  sampled = lax.cond(jnp.any(hot & ~within), *shardings.typed_branches(whole_rows, lambda: by_candidates))
   sampled = jnp.where(decision.values[..., 0] == -np.inf, np.int32(0), sampled)
   return jnp.where(hot, sampled, decision.indices[..., 0])  # greedy: the first entry in the order

@@ -177,7 +177,7 @@ def _row_total(rows: Rows, chosen: Candidates, candidates_total: mass.Limbs, wan
     row = mass.sums(mass.entry_limbs(rows.weights(), units), None, units)
     return tuple(jnp.where(needed, r, c) for c, r in zip(candidates_total, row, strict=True))
 
-  return shardings.cond(jnp.any(needed), with_row_total, lambda: candidates_total)
+  return lax.cond(jnp.any(needed), *shardings.typed_branches(with_row_total, lambda: candidates_total))
 
 
 def _first_reaching(prefix: mass.Limbs, need: mass.Limbs, units: mass.Units) -> tuple[jax.Array, jax.Array]:
@@ -252,7 +252,7 @@ def decide(
 
   cut = known_cut
   if (k is not None or p is not None) and not every_entry:
-    cut = shardings.cond(jnp.any(searching), search_rows, lambda: known_cut)
+    cut = lax.cond(jnp.any(searching), *shardings.typed_branches(search_rows, lambda: known_cut))
   return Decision(chosen.values, chosen.indices, chosen.weights, keep, within, *cut)
 
 
@@ -264,10 +264,12 @@ def _searched(rows: Rows, filters: Filters, counting: jax.Array) -> Cut:
   whole = search.everything(batch, rows.length, jax.eval_shape(rows.key).dtype)
   cut_k: Cut | None = None
   if k is not None:
-    cut_k = shardings.cond(
+    cut_k = lax.cond(
       jnp.any(counting),
-      lambda: _where(counting, search.cut(rows.logits, rows.key, _count_target(rows, k)), whole),
-      lambda: whole,
+      *shardings.typed_branches(
+        lambda: _where(counting, search.cut(rows.logits, rows.key, _count_target(rows, k)), whole),
+        lambda: whole,
+      ),
     )
   if p is None:
     assert cut_k is not None
