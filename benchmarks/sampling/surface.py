@@ -8,6 +8,8 @@ measured where a serving loop spends its time besides the benchmarked call (``be
   same batch with k = 50 everywhere, and ``one row off``: that row with every filter off (k = 0, p = 1; drawn from
   its whole row, no search);
 * ``top_p off``: ``top_p_mask(x, 1.0)`` (keeps every entry) against ``top_p_mask(x, 0.9)``;
+* ``every row searched``: ``top_p_mask(x, 0.9)`` and ``sample(top_p=0.9)`` alone (every row's nucleus is past its
+  candidates, so every row needs the whole-row search) against the step with k = 50 everywhere;
 * ``vmap keys``: ``jax.vmap`` of the README's call over keys with shared logits against the vmapped ``lax.top_k(64)``
   recipe, with both programs' temporaries;
 * ``compile``: trace + compile (the benchmarks' one warm method, ``timing.compile_times``: a fresh function,
@@ -75,6 +77,7 @@ def speed(rounds: int) -> dict[str, Any]:
   argmax = jax.jit(lambda x: jnp.argmax(x, axis=-1).astype(jnp.int32))
   greedy_same = bool(jnp.array_equal(step(key, x, 0, 1.0, 0.0), argmax(x)))
   top_p = jax.jit(lambda x, p: S.top_p_mask(x, p))
+  top_p_alone = jax.jit(lambda key, x: S.sample(key, x, temperature=TEMPERATURE, top_p=P))
   out: dict[str, Any] = {
     "greedy": _paired({"step greedy": lambda: step(key, x, 0, 1.0, 0.0), "jnp.argmax": lambda: argmax(x)}, rounds),
     "one row k=0": _paired(
@@ -89,6 +92,12 @@ def speed(rounds: int) -> dict[str, Any]:
       rounds,
     ),
     "top_p off": _paired({"top_p_mask 1.0": lambda: top_p(x, 1.0), "top_p_mask 0.9": lambda: top_p(x, 0.9)}, rounds),
+    "every row searched: top_p_mask": _paired(
+      {"top_p_mask 0.9": lambda: top_p(x, 0.9), "k=50": lambda: step(key, x, k50, p9, TEMPERATURE)}, rounds
+    ),
+    "every row searched: sample": _paired(
+      {"sample top_p 0.9": lambda: top_p_alone(key, x), "k=50": lambda: step(key, x, k50, p9, TEMPERATURE)}, rounds
+    ),
   }
   out["greedy"]["same tokens"] = greedy_same
   for keys, batch, vocab in VMAP_ROWS:
@@ -164,7 +173,7 @@ def markdown(result: dict[str, Any]) -> str:
     if "same tokens" in row:
       note = f" (same tokens: {row['same tokens']})"
     lines.append(f"| {name}{note} | {a} | {sa * 1e3:.3f} ms | {b} | {sb * 1e3:.3f} ms | {row['ratio']:.2f} |")
-  lines += ["", "| first-call trace + compile | dmljax | recipe | ratio (paired) |", "|---|---|---|---|"]
+  lines += ["", "| trace + compile (warm) | dmljax | recipe | ratio (paired) |", "|---|---|---|---|"]
   for name, row in result["compile"].items():
     s = row["seconds"]
     lines.append(f"| {name} | {s['dmljax']:.3f} s | {s['recipe']:.3f} s | {row['ratio']:.2f} |")
