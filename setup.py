@@ -161,7 +161,7 @@ setup(
   ext_modules=[
     Extension(
       KERNEL,
-      sources=["csrc/cpu_top_k.cc", "csrc/cpu_reduce_extreme.cc"],
+      sources=["csrc/cpu_top_k.cc", "csrc/cpu_reduce_extreme.cc", "csrc/cpu_sampling.cc"],
       depends=["csrc/cpu_parallel.h"],
       # The FFI headers' include directory is added with -isystem (their own warnings are not this project's).
       extra_compile_args=["-std=c++17", "-O3", "-g0"],
