@@ -3,6 +3,7 @@
 // caller waits only for units that some thread has already taken, so it never waits on a helper that has not
 // started (no deadlock when every pool thread is busy). The first exception a unit throws is kept, the units
 // taken after it are skipped, and once every unit taken has finished it is rethrown on the calling thread.
+// And the scratch memory of a call (Scratch): XLA's FFI scratch allocator where the runtime has one, else the heap.
 
 #ifndef DMLJAX_CSRC_CPU_PARALLEL_H_
 #define DMLJAX_CSRC_CPU_PARALLEL_H_
@@ -16,9 +17,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <limits>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "xla/ffi/api/ffi.h"
 
@@ -135,6 +140,44 @@ void ParallelFor(ffi::ThreadPool& pool, int64_t threads, int64_t total, std::fun
   units->Wait();
   if (std::exception_ptr error = units->Error()) std::rethrow_exception(error);
 }
+
+// The scratch memory of one call of a handler, freed when the call returns: from XLA's FFI scratch allocator
+// where the runtime has one (a buffer XLA accounts for), else from the heap. XLA:CPU has none: its
+// XLA_FFI_DeviceMemory_Allocate answers that the GPU context is not available (jaxlib 0.10.2, 0.11.2 and 0.12.0.1),
+// so the first refusal is remembered for the process and later calls go to the heap at once. A kernel asks for it
+// only where a call splits its work in a way that needs it, and bounds what it asks for (each kernel says how).
+class Scratch {
+ public:
+  explicit Scratch(ffi::ScratchAllocator& allocator) : allocator_(allocator) {}
+
+  // `count` elements of a trivial T, not initialized; throws std::bad_alloc where neither XLA nor the heap has them.
+  template <typename T>
+  T* Allocate(size_t count) {
+    static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_default_constructible_v<T>);
+    static_assert(alignof(T) <= 16, "XLA's scratch allocator and operator new[] align to 16 bytes at most");
+    if (count == 0) return nullptr;
+    if (count > std::numeric_limits<size_t>::max() / sizeof(T)) throw std::bad_alloc();
+    const size_t bytes = count * sizeof(T);
+    if (!Refused().load(std::memory_order_relaxed)) {
+      std::optional<void*> memory = allocator_.Allocate(bytes, alignof(T));
+      if (memory.has_value() && *memory != nullptr) return static_cast<T*>(*memory);
+      Refused().store(true, std::memory_order_relaxed);
+    }
+    std::unique_ptr<unsigned char[]> block(new unsigned char[bytes]);
+    T* data = reinterpret_cast<T*>(block.get());
+    heap_.push_back(std::move(block));
+    return data;
+  }
+
+ private:
+  static std::atomic<bool>& Refused() {
+    static std::atomic<bool> refused{false};
+    return refused;
+  }
+
+  ffi::ScratchAllocator& allocator_;
+  std::vector<std::unique_ptr<unsigned char[]>> heap_;
+};
 
 // body() for an FFI entry point, with every C++ exception turned into an FFI error (XLA raises it in Python):
 // `kernel` names the handler in the message, `fallback` what DMLJAX_CPU_KERNEL=0 runs instead ("selection").

@@ -13,10 +13,12 @@
 // else the element of the largest key. Integers: the largest key, the value (MIN: its bitwise not, which
 // reverses the order of signed and unsigned integers alike).
 //
-// Work: units of (a group of rows, a chunk of n), taken from one counter by the calling thread and helpers on
-// the pool; each writes its partial maxima, which a last pass combines (a maximum does not mind the order).
-// The inner loops are maxima over consecutive elements, which the compiler vectorizes; built twice, for the
-// x86-64 baseline and for AVX2. Small calls run on the calling thread alone.
+// Work: units of (a group of rows, a block of columns, a chunk of n), taken from one counter by the calling thread
+// and helpers on the pool. Columns are split before n, so a unit usually holds all of n and writes its answers to
+// the output; only where rows and column blocks are too few for the threads do chunks of n write partial maxima,
+// scratch bounded by the thread count (Extreme says how), which a second parallel pass combines (a maximum does
+// not mind the order). The inner loops are maxima over consecutive elements, which the compiler vectorizes; built
+// twice, for the x86-64 baseline and for AVX2. Small calls run on the calling thread alone.
 //
 // Errors: no C++ exception leaves the library (see cpu_top_k.cc, whose thread pool helpers this file shares).
 
@@ -120,131 +122,177 @@ __attribute__((always_inline)) inline void ReduceRow(const typename Type::Bits* 
   *nan = folded_nan;
 }
 
+struct Shape {
+  int64_t outer, n, inner;
+};
+
 // Columns reduced together along the rows of an (n, inner) block: a tile of the running maxima stays in the
-// first-level cache while the rows stream past it.
+// first-level cache (on the stack: 16 KiB at most) while the rows stream past it.
 constexpr int64_t kTile = 1024;
 
-// The maxima of one row's n-range [begin, end), each of `inner` columns, folded into key[] and nan[].
+// What a unit of work reduces: rows [first_row, last_row), columns [first_col, last_col) of each, the n-range
+// [begin, end); and where its maxima go: the output (`out`, where the unit holds all of n), or the partial maxima
+// of its `chunk` of n (`keys` and `nans`, laid out (row, chunk, column)).
 template <typename Type>
-__attribute__((always_inline)) inline void ReduceBody(const typename Type::Bits* __restrict__ x, int64_t n,
-                                                      int64_t inner, int64_t row, int64_t begin, int64_t end,
-                                                      typename Type::Bits flip, typename Type::Key* __restrict__ key,
-                                                      typename Type::Bits* __restrict__ nan) {
+struct Unit {
+  int64_t first_row, last_row, first_col, last_col, begin, end;
+  typename Type::Bits flip;
+  typename Type::Bits* out;
+  typename Type::Key* keys;
+  typename Type::Bits* nans;
+  int64_t chunks, chunk;
+};
+
+// A block's answer from its largest key and its largest NaN (NaN bits are never 0; integers have none).
+template <typename Type>
+inline typename Type::Bits Answer(typename Type::Key key, typename Type::Bits nan, typename Type::Bits flip) {
+  return nan != 0 ? nan : Type::BitsOf(key, flip);
+}
+
+template <typename Type>
+__attribute__((always_inline)) inline void ReduceUnitBody(const typename Type::Bits* __restrict__ x, const Shape& s,
+                                                          const Unit<Type>& u) {
   using Bits = typename Type::Bits;
   using Key = typename Type::Key;
-  const Bits* __restrict__ base = x + row * n * inner;
-  if (inner == 1) {
-    // Four vector registers of lanes for each running maximum (128 bytes), fewer for short rows.
-    constexpr int64_t kWide = 128 / static_cast<int64_t>(sizeof(Bits));
-    constexpr int64_t kNarrow = std::max<int64_t>(1, 32 / static_cast<int64_t>(sizeof(Bits)));
-    const int64_t length = end - begin;
-    if (length >= kWide) return ReduceRow<Type, kWide>(base, begin, end, flip, key, nan);
-    if (length >= kNarrow) return ReduceRow<Type, kNarrow>(base, begin, end, flip, key, nan);
-    return ReduceRow<Type, 1>(base, begin, end, flip, key, nan);
-  }
-  for (int64_t first = 0; first < inner; first += kTile) {
-    const int64_t last = std::min(inner, first + kTile);
-    for (int64_t j = begin; j < end; ++j) {
-      const Bits* __restrict__ line = base + j * inner;
-      for (int64_t i = first; i < last; ++i) {
-        const Key k = Type::KeyOf(line[i], flip);
-        key[i] = key[i] > k ? key[i] : k;
-        if constexpr (Type::kFloat) {
-          const Bits candidate = Type::NanOf(line[i]);
-          nan[i] = nan[i] > candidate ? nan[i] : candidate;
+  Key key[kTile];
+  Bits nan[kTile];
+  for (int64_t row = u.first_row; row < u.last_row; ++row) {
+    const Bits* __restrict__ base = x + row * s.n * s.inner;
+    for (int64_t first = u.first_col; first < u.last_col; first += kTile) {
+      const int64_t width = std::min(kTile, u.last_col - first);
+      for (int64_t i = 0; i < width; ++i) {
+        key[i] = std::numeric_limits<Key>::min();
+        nan[i] = 0;
+      }
+      if (s.inner == 1) {
+        // Four vector registers of lanes for each running maximum (128 bytes), fewer for short rows.
+        constexpr int64_t kWide = 128 / static_cast<int64_t>(sizeof(Bits));
+        constexpr int64_t kNarrow = std::max<int64_t>(1, 32 / static_cast<int64_t>(sizeof(Bits)));
+        const int64_t length = u.end - u.begin;
+        if (length >= kWide) {
+          ReduceRow<Type, kWide>(base, u.begin, u.end, u.flip, &key[0], &nan[0]);
+        } else if (length >= kNarrow) {
+          ReduceRow<Type, kNarrow>(base, u.begin, u.end, u.flip, &key[0], &nan[0]);
+        } else {
+          ReduceRow<Type, 1>(base, u.begin, u.end, u.flip, &key[0], &nan[0]);
         }
+      } else {
+        for (int64_t j = u.begin; j < u.end; ++j) {
+          const Bits* __restrict__ line = base + j * s.inner + first;
+          for (int64_t i = 0; i < width; ++i) {
+            const Key k = Type::KeyOf(line[i], u.flip);
+            key[i] = key[i] > k ? key[i] : k;
+            if constexpr (Type::kFloat) {
+              const Bits candidate = Type::NanOf(line[i]);
+              nan[i] = nan[i] > candidate ? nan[i] : candidate;
+            }
+          }
+        }
+      }
+      if (u.out != nullptr) {
+        Bits* __restrict__ to = u.out + row * s.inner + first;
+        for (int64_t i = 0; i < width; ++i) to[i] = Answer<Type>(key[i], nan[i], u.flip);
+      } else {
+        const int64_t at = (row * u.chunks + u.chunk) * s.inner + first;
+        std::copy(key, key + width, u.keys + at);
+        if constexpr (Type::kFloat) std::copy(nan, nan + width, u.nans + at);
       }
     }
   }
 }
 
-// Rows [first, last) of x's n-range [begin, end): each row's partial maxima at key/nan + row * stride (one call
-// for many rows, so that a short row costs no call of its own).
-template <typename Type>
-__attribute__((always_inline)) inline void ReduceRowsBody(const typename Type::Bits* __restrict__ x, int64_t n,
-                                                          int64_t inner, int64_t first, int64_t last, int64_t begin,
-                                                          int64_t end, typename Type::Bits flip,
-                                                          typename Type::Key* __restrict__ key,
-                                                          typename Type::Bits* __restrict__ nan, int64_t stride) {
-  for (int64_t row = first; row < last; ++row) {
-    ReduceBody<Type>(x, n, inner, row, begin, end, flip, key + row * stride, nan + row * stride);
-  }
-}
-
 #if defined(__x86_64__) && defined(__GNUC__)
 template <typename Type>
-__attribute__((target("avx2"))) void ReduceRowsAvx2(const typename Type::Bits* __restrict__ x, int64_t n,
-                                                    int64_t inner, int64_t first, int64_t last, int64_t begin,
-                                                    int64_t end, typename Type::Bits flip,
-                                                    typename Type::Key* __restrict__ key,
-                                                    typename Type::Bits* __restrict__ nan, int64_t stride) {
-  ReduceRowsBody<Type>(x, n, inner, first, last, begin, end, flip, key, nan, stride);
+__attribute__((target("avx2"))) void ReduceUnitAvx2(const typename Type::Bits* x, const Shape& s,
+                                                    const Unit<Type>& u) {
+  ReduceUnitBody<Type>(x, s, u);
 }
 #endif
 
 template <typename Type>
-void ReduceRows(const typename Type::Bits* x, int64_t n, int64_t inner, int64_t first, int64_t last, int64_t begin,
-                int64_t end, typename Type::Bits flip, typename Type::Key* key, typename Type::Bits* nan,
-                int64_t stride) {
+void ReduceUnit(const typename Type::Bits* x, const Shape& s, const Unit<Type>& u) {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) return ReduceRowsAvx2<Type>(x, n, inner, first, last, begin, end, flip, key, nan, stride);
+  if (avx2) return ReduceUnitAvx2<Type>(x, s, u);
 #endif
-  ReduceRowsBody<Type>(x, n, inner, first, last, begin, end, flip, key, nan, stride);
+  ReduceUnitBody<Type>(x, s, u);
 }
 
-struct Shape {
-  int64_t outer, n, inner;
-};
+// Below this many partial maxima the combine runs on the calling thread.
+constexpr int64_t kMinParallelCombine = int64_t{1} << 14;
 
+// Units of work: groups of rows; where there are fewer groups than units, blocks of columns (inner > 1) too; where
+// there are fewer rows than units and still fewer units, chunks of n. A unit that holds all of n writes its answers
+// to the output. Chunks write partial maxima, which a second parallel pass combines per (row, tile of columns):
+// the call's only scratch, outer * chunks * inner partial maxima (a key, and for floats a NaN). Chunks are cut
+// only where outer * blocks < units, so blocks is the column tiles' count and chunks <= units / (outer * blocks)
+// + 1: fewer than 2 * units * kTile partial maxima (8192 a thread, 128 KiB for float64), and at most units times
+// the output, whatever the input's size.
 template <typename Type>
-void Extreme(ffi::ThreadPool& pool, int64_t threads, const Shape& s, bool find_max, const void* input, void* output) {
+void Extreme(ffi::ThreadPool& pool, Scratch& scratch, int64_t threads, const Shape& s, bool find_max,
+             const void* input, void* output) {
   using Bits = typename Type::Bits;
   using Key = typename Type::Key;
   const Bits* x = static_cast<const Bits*>(input);
   Bits* out = static_cast<Bits*>(output);
   Bits flip = 0;
   if (!find_max) flip = Type::kFloat ? static_cast<Bits>(Bits{1} << (sizeof(Bits) * 8 - 1)) : static_cast<Bits>(~Bits{0});
-  // Units: groups of rows, and where there are fewer rows than units, chunks of n as well.
   const int64_t wanted = threads > 1 ? threads * kUnitsPerThread : 1;
-  const int64_t row_bytes = s.n * s.inner * static_cast<int64_t>(sizeof(Bits));
-  int64_t chunks = 1;
-  if (s.outer < wanted) {
-    const int64_t most = std::max<int64_t>(1, row_bytes / kMinBytesPerUnit);
-    chunks = std::max<int64_t>(1, std::min({(wanted + s.outer - 1) / s.outer, most, s.n}));
+  const int64_t per_group = (s.outer + std::min(s.outer, wanted) - 1) / std::min(s.outer, wanted);
+  const int64_t groups = (s.outer + per_group - 1) / per_group;
+  int64_t width = s.inner;
+  if (s.inner > 1 && groups < wanted) {
+    const int64_t split = std::min((wanted + groups - 1) / groups, (s.inner + kTile - 1) / kTile);  // a tile each
+    width = (s.inner + split - 1) / split;
   }
-  const int64_t groups = std::max<int64_t>(1, std::min(s.outer, wanted));
-  const int64_t per_group = (s.outer + groups - 1) / groups;
-  const int64_t length = (s.n + chunks - 1) / chunks;
-  // Partial maxima: (row, chunk, column).
-  const size_t slots = static_cast<size_t>(s.outer * chunks * s.inner);
-  std::vector<Key> keys(slots, std::numeric_limits<Key>::min());
-  std::vector<Bits> nans(slots, Bits{0});
-  ParallelFor(pool, threads, groups * chunks, [&](int64_t unit) {
-    const int64_t group = unit / chunks, chunk = unit % chunks;
-    const int64_t begin = std::min(s.n, chunk * length), end = std::min(s.n, begin + length);
-    const int64_t first = group * per_group, last = std::min(s.outer, (group + 1) * per_group);
-    if (first >= last) return;
-    // Row r's partial maxima of this chunk start at (r * chunks + chunk) * inner.
-    const size_t at = static_cast<size_t>(chunk * s.inner);
-    ReduceRows<Type>(x, s.n, s.inner, first, last, begin, end, flip, &keys[at], &nans[at], chunks * s.inner);
+  const int64_t blocks = (s.inner + width - 1) / width;
+  int64_t length = s.n;
+  if (s.outer < wanted && groups * blocks < wanted) {  // one row a group, and still too few units
+    const int64_t unit_bytes = s.n * width * static_cast<int64_t>(sizeof(Bits));
+    const int64_t most = std::max<int64_t>(1, unit_bytes / kMinBytesPerUnit);
+    const int64_t chunks = std::min({(wanted + groups * blocks - 1) / (groups * blocks), most, s.n});
+    length = (s.n + chunks - 1) / chunks;
+  }
+  const int64_t chunks = (s.n + length - 1) / length;  // none empty
+  const int64_t slots = chunks > 1 ? s.outer * chunks * s.inner : 0;
+  Key* keys = scratch.Allocate<Key>(static_cast<size_t>(slots));
+  Bits* nans = Type::kFloat ? scratch.Allocate<Bits>(static_cast<size_t>(slots)) : nullptr;
+  ParallelFor(pool, threads, groups * blocks * chunks, [&](int64_t unit) {
+    const int64_t group = unit / (blocks * chunks), block = unit / chunks % blocks, chunk = unit % chunks;
+    Unit<Type> u;
+    u.first_row = group * per_group;
+    u.last_row = std::min(s.outer, u.first_row + per_group);
+    u.first_col = block * width;
+    u.last_col = std::min(s.inner, u.first_col + width);
+    u.begin = chunk * length;
+    u.end = std::min(s.n, u.begin + length);
+    u.flip = flip;
+    u.out = chunks == 1 ? out : nullptr;
+    u.keys = keys;
+    u.nans = nans;
+    u.chunks = chunks;
+    u.chunk = chunk;
+    ReduceUnit<Type>(x, s, u);
   });
-  for (int64_t row = 0; row < s.outer; ++row) {
-    for (int64_t i = 0; i < s.inner; ++i) {
+  if (chunks == 1) return;
+  const int64_t tiles = (s.inner + kTile - 1) / kTile;
+  ParallelFor(pool, slots >= kMinParallelCombine ? threads : 1, s.outer * tiles, [&](int64_t unit) {
+    const int64_t row = unit / tiles, first = unit % tiles * kTile, last = std::min(s.inner, first + kTile);
+    for (int64_t i = first; i < last; ++i) {
       Key best = std::numeric_limits<Key>::min();
       Bits largest_nan = 0;
       for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-        const size_t at = static_cast<size_t>((row * chunks + chunk) * s.inner + i);
+        const int64_t at = (row * chunks + chunk) * s.inner + i;
         best = std::max(best, keys[at]);
-        largest_nan = std::max(largest_nan, nans[at]);
+        if constexpr (Type::kFloat) largest_nan = std::max(largest_nan, nans[at]);
       }
-      out[row * s.inner + i] = largest_nan != 0 ? largest_nan : Type::BitsOf(best, flip);
+      out[row * s.inner + i] = Answer<Type>(best, largest_nan, flip);
     }
-  }
+  });
 }
 
-ffi::Error CheckedExtreme(ffi::ThreadPool& pool, ffi::AnyBuffer& input, ffi::Result<ffi::AnyBuffer>& output,
-                          bool find_max) {
+ffi::Error CheckedExtreme(ffi::ThreadPool& pool, ffi::ScratchAllocator& allocator, ffi::AnyBuffer& input,
+                          ffi::Result<ffi::AnyBuffer>& output, bool find_max) {
   // The caller (dmljax's reduce_extreme) has validated shapes and types at trace time; these checks only keep a
   // call made any other way from reading or writing outside its buffers.
   // (outer, n, inner) reduced to (outer, inner), or (outer, n) to (outer,): an operand with no size-1 axis, which
@@ -276,19 +324,20 @@ ffi::Error CheckedExtreme(ffi::ThreadPool& pool, ffi::AnyBuffer& input, ffi::Res
   }
   const void* in = input.untyped_data();
   void* out = output->untyped_data();
+  Scratch scratch(allocator);
   switch (input.element_type()) {
-    case ffi::DataType::F32: Extreme<F32>(pool, threads, s, find_max, in, out); break;
-    case ffi::DataType::F16: Extreme<F16>(pool, threads, s, find_max, in, out); break;
-    case ffi::DataType::BF16: Extreme<BF16>(pool, threads, s, find_max, in, out); break;
-    case ffi::DataType::F64: Extreme<F64>(pool, threads, s, find_max, in, out); break;
-    case ffi::DataType::S8: Extreme<IntType<int8_t>>(pool, threads, s, find_max, in, out); break;
-    case ffi::DataType::S16: Extreme<IntType<int16_t>>(pool, threads, s, find_max, in, out); break;
-    case ffi::DataType::S32: Extreme<IntType<int32_t>>(pool, threads, s, find_max, in, out); break;
-    case ffi::DataType::S64: Extreme<IntType<int64_t>>(pool, threads, s, find_max, in, out); break;
-    case ffi::DataType::U8: Extreme<IntType<uint8_t>>(pool, threads, s, find_max, in, out); break;
-    case ffi::DataType::U16: Extreme<IntType<uint16_t>>(pool, threads, s, find_max, in, out); break;
-    case ffi::DataType::U32: Extreme<IntType<uint32_t>>(pool, threads, s, find_max, in, out); break;
-    case ffi::DataType::U64: Extreme<IntType<uint64_t>>(pool, threads, s, find_max, in, out); break;
+    case ffi::DataType::F32: Extreme<F32>(pool, scratch, threads, s, find_max, in, out); break;
+    case ffi::DataType::F16: Extreme<F16>(pool, scratch, threads, s, find_max, in, out); break;
+    case ffi::DataType::BF16: Extreme<BF16>(pool, scratch, threads, s, find_max, in, out); break;
+    case ffi::DataType::F64: Extreme<F64>(pool, scratch, threads, s, find_max, in, out); break;
+    case ffi::DataType::S8: Extreme<IntType<int8_t>>(pool, scratch, threads, s, find_max, in, out); break;
+    case ffi::DataType::S16: Extreme<IntType<int16_t>>(pool, scratch, threads, s, find_max, in, out); break;
+    case ffi::DataType::S32: Extreme<IntType<int32_t>>(pool, scratch, threads, s, find_max, in, out); break;
+    case ffi::DataType::S64: Extreme<IntType<int64_t>>(pool, scratch, threads, s, find_max, in, out); break;
+    case ffi::DataType::U8: Extreme<IntType<uint8_t>>(pool, scratch, threads, s, find_max, in, out); break;
+    case ffi::DataType::U16: Extreme<IntType<uint16_t>>(pool, scratch, threads, s, find_max, in, out); break;
+    case ffi::DataType::U32: Extreme<IntType<uint32_t>>(pool, scratch, threads, s, find_max, in, out); break;
+    case ffi::DataType::U64: Extreme<IntType<uint64_t>>(pool, scratch, threads, s, find_max, in, out); break;
     default:
       return ffi::Error::InvalidArgument("dmljax_cpu_reduce_extreme: unsupported element type");
   }
@@ -296,10 +345,10 @@ ffi::Error CheckedExtreme(ffi::ThreadPool& pool, ffi::AnyBuffer& input, ffi::Res
 }
 
 // The FFI entry point: CheckedExtreme, with every C++ exception turned into an FFI error (XLA raises it in Python).
-ffi::Error ExtremeHandler(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> output,
-                          bool find_max) {
+ffi::Error ExtremeHandler(ffi::ThreadPool pool, ffi::ScratchAllocator scratch, ffi::AnyBuffer input,
+                          ffi::Result<ffi::AnyBuffer> output, bool find_max) {
   return Guarded("dmljax_cpu_reduce_extreme", "reduction",
-                 [&] { return CheckedExtreme(pool, input, output, find_max); });
+                 [&] { return CheckedExtreme(pool, scratch, input, output, find_max); });
 }
 
 }  // namespace
@@ -307,6 +356,7 @@ ffi::Error ExtremeHandler(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::Resul
 XLA_FFI_DEFINE_HANDLER_SYMBOL(DmljaxCpuReduceExtreme, ExtremeHandler,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
+                                  .Ctx<ffi::ScratchAllocator>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<bool>("find_max"));

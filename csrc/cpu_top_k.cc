@@ -226,8 +226,12 @@ struct Shape {
   int64_t rows, n, k;
 };
 
+// Scratch: where long rows are cut into chunks (only when there are fewer rows than units, rows < 4 * threads),
+// every chunk's k best pairs and their count, rows * chunks * k pairs with rows * chunks < 8 * threads: at most
+// 8 * threads * k pairs (16 bytes each for 64-bit keys), from Scratch; and per unit of work a buffer of up to
+// 2k + 64 pairs, the row's merge max(chunks * k) pairs, on the heap while the unit runs.
 template <typename Key, bool kLargestFirst>
-void TopK(ffi::ThreadPool& pool, int64_t threads, const Shape& s, const void* input, void* values,
+void TopK(ffi::ThreadPool& pool, Scratch& scratch, int64_t threads, const Shape& s, const void* input, void* values,
           int32_t* indices) {
   using Bits = typename Key::Bits;
   using K = KeyOf<Key>;
@@ -260,8 +264,8 @@ void TopK(ffi::ThreadPool& pool, int64_t threads, const Shape& s, const void* in
   }
   // Long rows: every chunk's k best pairs (indices within the row), then a merge per row.
   const int64_t length = (s.n + chunks - 1) / chunks;
-  std::vector<Pair<K>> candidates(static_cast<size_t>(s.rows * chunks * s.k));
-  std::vector<int64_t> found(static_cast<size_t>(s.rows * chunks));
+  Pair<K>* candidates = scratch.Allocate<Pair<K>>(static_cast<size_t>(s.rows * chunks * s.k));
+  int64_t* found = scratch.Allocate<int64_t>(static_cast<size_t>(s.rows * chunks));
   ParallelFor(pool, threads, s.rows * chunks, [&](int64_t unit) {
     const int64_t row = unit / chunks, chunk = unit % chunks;
     const int64_t begin = std::min(s.n, chunk * length), end = std::min(s.n, begin + length);
@@ -283,17 +287,18 @@ void TopK(ffi::ThreadPool& pool, int64_t threads, const Shape& s, const void* in
 }
 
 template <typename Key>
-void Dispatch(ffi::ThreadPool& pool, int64_t threads, const Shape& s, bool largest_first, const void* input,
-              void* values, int32_t* indices) {
+void Dispatch(ffi::ThreadPool& pool, Scratch& scratch, int64_t threads, const Shape& s, bool largest_first,
+              const void* input, void* values, int32_t* indices) {
   if (largest_first) {
-    TopK<Key, true>(pool, threads, s, input, values, indices);
+    TopK<Key, true>(pool, scratch, threads, s, input, values, indices);
   } else {
-    TopK<Key, false>(pool, threads, s, input, values, indices);
+    TopK<Key, false>(pool, scratch, threads, s, input, values, indices);
   }
 }
 
-ffi::Error CheckedTopK(ffi::ThreadPool& pool, ffi::AnyBuffer& input, ffi::Result<ffi::AnyBuffer>& values,
-                       ffi::Result<ffi::Buffer<ffi::S32>>& indices, int64_t k, bool largest_first) {
+ffi::Error CheckedTopK(ffi::ThreadPool& pool, ffi::ScratchAllocator& allocator, ffi::AnyBuffer& input,
+                       ffi::Result<ffi::AnyBuffer>& values, ffi::Result<ffi::Buffer<ffi::S32>>& indices, int64_t k,
+                       bool largest_first) {
   // The caller (dmljax's strategy) has validated shapes and types at trace time; these checks only keep a
   // call made any other way from reading or writing outside its buffers.
   auto in_dims = input.dimensions();
@@ -327,19 +332,20 @@ ffi::Error CheckedTopK(ffi::ThreadPool& pool, ffi::AnyBuffer& input, ffi::Result
   const void* in = input.untyped_data();
   void* out = values->untyped_data();
   int32_t* idx = indices->typed_data();
+  Scratch scratch(allocator);
   switch (input.element_type()) {
-    case ffi::DataType::F32: Dispatch<F32Key>(pool, threads, s, largest_first, in, out, idx); break;
-    case ffi::DataType::F16: Dispatch<F16Key>(pool, threads, s, largest_first, in, out, idx); break;
-    case ffi::DataType::BF16: Dispatch<BF16Key>(pool, threads, s, largest_first, in, out, idx); break;
-    case ffi::DataType::F64: Dispatch<F64Key>(pool, threads, s, largest_first, in, out, idx); break;
-    case ffi::DataType::S8: Dispatch<IntKey<int8_t>>(pool, threads, s, largest_first, in, out, idx); break;
-    case ffi::DataType::S16: Dispatch<IntKey<int16_t>>(pool, threads, s, largest_first, in, out, idx); break;
-    case ffi::DataType::S32: Dispatch<IntKey<int32_t>>(pool, threads, s, largest_first, in, out, idx); break;
-    case ffi::DataType::S64: Dispatch<IntKey<int64_t>>(pool, threads, s, largest_first, in, out, idx); break;
-    case ffi::DataType::U8: Dispatch<IntKey<uint8_t>>(pool, threads, s, largest_first, in, out, idx); break;
-    case ffi::DataType::U16: Dispatch<IntKey<uint16_t>>(pool, threads, s, largest_first, in, out, idx); break;
-    case ffi::DataType::U32: Dispatch<IntKey<uint32_t>>(pool, threads, s, largest_first, in, out, idx); break;
-    case ffi::DataType::U64: Dispatch<IntKey<uint64_t>>(pool, threads, s, largest_first, in, out, idx); break;
+    case ffi::DataType::F32: Dispatch<F32Key>(pool, scratch, threads, s, largest_first, in, out, idx); break;
+    case ffi::DataType::F16: Dispatch<F16Key>(pool, scratch, threads, s, largest_first, in, out, idx); break;
+    case ffi::DataType::BF16: Dispatch<BF16Key>(pool, scratch, threads, s, largest_first, in, out, idx); break;
+    case ffi::DataType::F64: Dispatch<F64Key>(pool, scratch, threads, s, largest_first, in, out, idx); break;
+    case ffi::DataType::S8: Dispatch<IntKey<int8_t>>(pool, scratch, threads, s, largest_first, in, out, idx); break;
+    case ffi::DataType::S16: Dispatch<IntKey<int16_t>>(pool, scratch, threads, s, largest_first, in, out, idx); break;
+    case ffi::DataType::S32: Dispatch<IntKey<int32_t>>(pool, scratch, threads, s, largest_first, in, out, idx); break;
+    case ffi::DataType::S64: Dispatch<IntKey<int64_t>>(pool, scratch, threads, s, largest_first, in, out, idx); break;
+    case ffi::DataType::U8: Dispatch<IntKey<uint8_t>>(pool, scratch, threads, s, largest_first, in, out, idx); break;
+    case ffi::DataType::U16: Dispatch<IntKey<uint16_t>>(pool, scratch, threads, s, largest_first, in, out, idx); break;
+    case ffi::DataType::U32: Dispatch<IntKey<uint32_t>>(pool, scratch, threads, s, largest_first, in, out, idx); break;
+    case ffi::DataType::U64: Dispatch<IntKey<uint64_t>>(pool, scratch, threads, s, largest_first, in, out, idx); break;
     default:
       return ffi::Error::InvalidArgument("dmljax_cpu_top_k: unsupported element type");
   }
@@ -347,10 +353,11 @@ ffi::Error CheckedTopK(ffi::ThreadPool& pool, ffi::AnyBuffer& input, ffi::Result
 }
 
 // The FFI entry point: CheckedTopK, with every C++ exception turned into an FFI error (XLA raises it in Python).
-ffi::Error TopKHandler(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> values,
-                       ffi::Result<ffi::Buffer<ffi::S32>> indices, int64_t k, bool largest_first) {
+ffi::Error TopKHandler(ffi::ThreadPool pool, ffi::ScratchAllocator scratch, ffi::AnyBuffer input,
+                       ffi::Result<ffi::AnyBuffer> values, ffi::Result<ffi::Buffer<ffi::S32>> indices, int64_t k,
+                       bool largest_first) {
   return Guarded("dmljax_cpu_top_k", "selection",
-                 [&] { return CheckedTopK(pool, input, values, indices, k, largest_first); });
+                 [&] { return CheckedTopK(pool, scratch, input, values, indices, k, largest_first); });
 }
 
 }  // namespace
@@ -358,6 +365,7 @@ ffi::Error TopKHandler(ffi::ThreadPool pool, ffi::AnyBuffer input, ffi::Result<f
 XLA_FFI_DEFINE_HANDLER_SYMBOL(DmljaxCpuTopK, TopKHandler,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
+                                  .Ctx<ffi::ScratchAllocator>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Ret<ffi::Buffer<ffi::S32>>()
@@ -365,8 +373,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(DmljaxCpuTopK, TopKHandler,
                                   .Attr<bool>("largest_first"));
 
 // The version of this library's calling convention, which the Python side checks before registering its handlers
-// (3: the library holds DmljaxCpuReduceExtreme, csrc/cpu_reduce_extreme.cc, as well).
-extern "C" __attribute__((visibility("default"))) int32_t DmljaxCpuTopKAbiVersion() { return 3; }
+// (3: the library holds DmljaxCpuReduceExtreme, csrc/cpu_reduce_extreme.cc, as well; 4: both handlers take XLA's
+// scratch allocator, and the REDUCE kernel's scratch is bounded by the thread count, as the docs now say).
+extern "C" __attribute__((visibility("default"))) int32_t DmljaxCpuTopKAbiVersion() { return 4; }
 
 // The XLA FFI API version of the headers this library was compiled against (major * 1000 + minor), which
 // the Python side compares with the running jaxlib's before registering the handler.

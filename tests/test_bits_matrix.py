@@ -1,7 +1,8 @@
 """The bit-level matrix: every operator that returns input elements, every type, every path, by bits.
 
 Rows are operators (top_k in both directions on short and long rows, argmin/argmax with first and last
-ties, gather_nd, one_hot with DirectML's and with jax.nn.one_hot's rule for negative indices, reduce MAX/MIN)
+ties, gather_nd, one_hot with DirectML's and with jax.nn.one_hot's rule for negative indices, reduce MAX/MIN, and
+MAX/MIN of 8- and 16-bit integers that wrapping arithmetic in the same program computed)
 and the functional path's JAX input kinds (SUM in jnp's result types, of bool, integers and complex numbers;
 rank-0 argmax and MAX; size-0 SUM, argmax, top_k and one_hot); the other dimensions are every numeric type
 JAX has, bool and complex included (:data:`DTYPES`), the path (:data:`PATHS`: the platform's own, each
@@ -218,6 +219,33 @@ def _extreme_op(find_max: bool) -> Op:
   )
 
 
+_WRAPPING_TYPES = frozenset(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16))
+
+
+def _wrapped_extreme_op(find_max: bool) -> Op:
+  """MAX of ``x - 3`` and MIN of ``x + 3`` in the same program, integers of 8 and 16 bits: NumPy's wrapped values'
+  extreme (XLA:CPU's own 8-bit reduction of 4096 elements or more saturates the arithmetic it fuses in)."""
+  kind = "max" if find_max else "min"
+
+  def wrapped(x: Any) -> Any:
+    three = np.array(3, x.dtype)
+    return x - three if find_max else x + three
+
+  def expect(x: np.ndarray) -> Outputs:
+    with np.errstate(over="ignore"):
+      return ref_extreme(wrapped(x), kind, (1,)), None
+
+  return Op(
+    id=f"{kind}_of_wrapped",
+    make=lambda rng, dtype: (sample(rng, dtype, (4, 4096)),),
+    call=lambda x: dml.reduce(wrapped(x), kind, 1, keepdims=True),
+    expect=expect,
+    accepts=lambda dtype: True,
+    dtypes=lambda dtype: dtype in _WRAPPING_TYPES,
+    op_axis=1,
+  )
+
+
 def _exact_sum_input(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
   """Random bit patterns for integers and bool (their sums wrap exactly); complex numbers with small whole parts,
   whose sums are exact in any order."""
@@ -387,6 +415,8 @@ OPS: tuple[Op, ...] = (
   _arg_op(False, True),
   _extreme_op(True),
   _extreme_op(False),
+  _wrapped_extreme_op(True),
+  _wrapped_extreme_op(False),
   _SUM,
   _ARGMAX_SCALAR,
   _MAX_SCALAR,

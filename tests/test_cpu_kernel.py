@@ -353,6 +353,35 @@ def test_reduce_kernel_under_vmap_grad_and_jvp() -> None:
 
 
 @needs_kernel
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), BFLOAT16, np.dtype(np.float16)], ids=str)
+@pytest.mark.parametrize(("shape", "axes"), [((6, 512), (1,)), ((512, 6), (0,)), ((3, 64, 5), (1,))], ids=str)
+def test_reduce_kernel_gradient_shares_the_cotangent_among_ties(
+  dtype: np.dtype, shape: tuple[int, ...], axes: tuple[int, ...]
+) -> None:
+  """The MAX/MIN gradient of a program whose value is the kernel's: rows of few distinct values (each row's
+  extreme held many times, a different count in each row), both zeros tied, a row of one value; the cotangent
+  (a random one, so that a share sent to the wrong element shows) goes to the tied extremes in equal parts,
+  exactly: NumPy's count of the ties in the row, and the cotangent divided by it in float32, rounded once."""
+  rng = np.random.default_rng([dtype.itemsize, *shape])
+  x = rng.integers(-3, 4, shape).astype(np.float32)
+  x[(0,) * len(shape)] = 0.0  # with -0.0: zeros tie
+  x.reshape(-1)[1] = -0.0
+  np.moveaxis(x, axes[0], -1)[-1, ...] = 2.0  # a block of one value: every element tied
+  x = x.astype(dtype)
+  cotangent = rng.normal(size=ref_extreme(x, "max", axes).shape).astype(dtype)
+  for kind in ("max", "min"):
+    program = jax.jit(lambda v, c, kind=kind: jax.vjp(lambda w: dml.reduce(w, kind, axes, keepdims=True), v)[1](c))
+    assert cpu_kernel_library.REDUCE_EXTREME_TARGET in program.lower(x, cotangent).as_text()  # the kernel's value
+    (got,) = program(x, cotangent)
+    extreme = ref_extreme(x, kind, axes).astype(np.float32)
+    hit = x.astype(np.float32) == extreme  # -0.0 == +0.0: both zeros share
+    count = hit.sum(axes, keepdims=True).astype(np.float32)
+    want = np.where(hit, cotangent.astype(np.float32) / count, np.float32(0)).astype(dtype)
+    assert (count > 1).all(), count.ravel()  # every block's extreme is tied
+    assert_bitwise_equal(got, want, f"{dtype} {kind} {shape} {axes}")
+
+
+@needs_kernel
 def test_reduce_kernel_stays_out_of_exports_programs_of_several_devices_and_a_choice_without_it() -> None:
   x = np.random.default_rng(7).normal(size=(8, 1024)).astype(np.float32)
   want = ref_extreme(x, "max", (1,))[:, 0]

@@ -250,8 +250,18 @@ def test_size_0_dimensions_give_jnps_results(wide: bool) -> None:
     assert_bitwise_equal(dml.reduce(empty, "l2", 0, keepdims=True), np.zeros((1, 4), np.float32), "l2")
     assert_bitwise_equal(dml.reduce(empty, "logsumexp", 0), np.full(4, -np.inf, np.float32), "logsumexp")
     assert_bitwise_equal(dml.reduce(empty, "log_sum", 0), np.full(4, -np.inf, np.float32), "log_sum")
-    mean = np.asarray(dml.reduce(empty, "mean", 0))
-    assert mean.dtype == np.float32 and mean.shape == (4,) and np.isnan(mean).all()
+    assert_bitwise_equal(dml.reduce(empty, "mean", 0), jnp.mean(empty, 0), "mean")  # NaN, as jnp's 0 / 0
+    complex_type = np.dtype(np.complex128 if wide else np.complex64)
+    empty_complex = np.zeros((0, 3), complex_type)
+    for name, x in (
+      ("complex", empty_complex),
+      ("int8", np.zeros((0, 3), np.int8)),
+      ("float16", np.zeros((0, 3), np.float16)),
+    ):
+      mean = dml.reduce(x, "mean", 0)
+      assert_bitwise_equal(mean, jnp.mean(x, 0), f"{name} mean")  # jnp's bits: complex nan+nanj (its 0 / 0)
+      assert_bitwise_equal(jax.jit(lambda v: dml.reduce(v, "mean", 0))(x), jnp.mean(x, 0), f"{name} mean, jit")
+    assert np.isnan(np.asarray(dml.reduce(empty_complex, "mean", 0)).imag).all()  # not nan+0j
     assert_bitwise_equal(dml.reduce(np.zeros((0, 4), np.int8), "sum", 0), np.zeros(4, _default_int(wide)), "int8")
     assert_bitwise_equal(dml.reduce(empty, "max", 1), np.zeros((0,), np.float32), "max along a non-empty axis")
     for fn, jnp_fn in (("sum", jnp.sum), ("prod", jnp.prod), ("mean", jnp.mean), ("max", None)):

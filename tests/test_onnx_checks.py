@@ -223,6 +223,32 @@ def test_a_folded_cast_equals_the_cast_at_run_time(to):
       np.testing.assert_array_equal(folded.view(np.uint8), traced.astype(target).view(np.uint8))
 
 
+@pytest.mark.parametrize("to", [ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2, ml_dtypes.uint2])
+@pytest.mark.parametrize("source", [np.float16, np.float32, np.float64])
+def test_a_float_cast_to_a_4_or_2_bit_integer_is_the_installed_ml_dtypes_conversion(to, source):
+  """ONNX leaves an out-of-range float-to-integer cast undefined and its reference takes ml_dtypes' conversion,
+  which changed in ml_dtypes 0.7 (out of range: 0, where earlier releases wrapped): the backend's cast, in NumPy
+  and under jit, has the bits of the installed ml_dtypes' ``astype`` on edges, values just out of range on
+  either side, and random values from a fixed seed."""
+  from dmljax._src.onnx.nodes import cast
+
+  rng = np.random.default_rng(7)
+  values = np.concatenate([
+    _EDGES.astype(np.float64), np.arange(-20.0, 21.0) + 0.75, np.arange(-20.0, 21.0) - 0.25,
+    [7.999, 8.0, -8.001, -9.0, 3.999, 4.0, 15.5, 16.0, -1e-3, 2.0**31, -(2.0**31) - 1e3, 2.0**40],
+    rng.normal(scale=30.0, size=200),
+  ])  # fmt: skip
+  with jax.enable_x64(source == np.float64), np.errstate(over="ignore", invalid="ignore"):
+    x = values.astype(source)
+    want = x.astype(to)
+    folded = cast(x, np.dtype(to))
+    traced = np.asarray(jax.jit(lambda v: cast(v, np.dtype(to)))(x)).astype(to)
+  for got in (folded, traced):
+    assert got.dtype == np.dtype(to)
+    mismatched = np.flatnonzero(got.view(np.uint8) != want.view(np.uint8))
+    assert mismatched.size == 0, [(x[i], got[i], want[i]) for i in mismatched[:8]]
+
+
 def test_a_cast_of_a_constant_equals_the_cast_of_an_input():
   """The issue's reproducer: the same values gave different results from a Constant (folded) and from an input."""
   edges = _EDGES[np.isfinite(_EDGES) | np.isnan(_EDGES)]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -203,27 +204,49 @@ def _with_negative_nans(rng: np.random.Generator, dtype: np.dtype, shape: tuple[
 @pytest.mark.parametrize(("shape", "axes"), [((300, 16), (1,)), ((5000, 3), (1,)), ((2, 4100), (1,))], ids=str)
 def test_wrapped_narrow_keys_are_reduced_right(dtype: np.dtype, shape: tuple[int, ...], axes: tuple[int, ...]) -> None:
   """float8's keys wrap (negative NaNs move to the top): every XLA reduction of them is right, the halving's
-  last one over rows of 16 included (4800 keys: where XLA:CPU's 8-bit reduction of wrapped keys goes wrong)."""
+  last one over rows of 16 included (4800 keys: where XLA:CPU's 8-bit reduction would lose the wrap)."""
   x = _with_negative_nans(np.random.default_rng([shape[0], dtype.num]), dtype, shape)
   for kind in ("max", "min"):
     assert_bitwise_equal(dml.reduce(x, kind, axes, keepdims=True), ref_extreme(x, kind, axes), f"{kind} {shape}")
 
 
-def test_the_xla_cpu_narrow_reduction_the_guard_avoids() -> None:
-  """The minimal program: XLA:CPU's maximum (minimum) of 4096 or more 8-bit integers is wrong when a wrapping
-  subtraction (addition) is fused into the reduction: the wrap is lost. 16-bit integers and the same
-  reduction made eagerly (nothing fused) are right. REDUCE reduces its own wrapped 8-bit keys as int32
-  (``reduce_extreme``, ``wrapping_key``); when this test fails, XLA:CPU is fixed and that guard can go.
-  """
-  signed = np.zeros(4096, np.int8)
-  signed[1] = -128  # -128 - 3 wraps to 125, the maximum
-  unsigned = np.zeros(4096, np.uint8)
-  unsigned[1] = 255  # 255 + 3 wraps to 2, the minimum
-  fused_max = jax.jit(lambda a: jnp.max(a - np.int8(3)))
-  fused_min = jax.jit(lambda a: jnp.min(a + np.uint8(3)))
-  assert (int(fused_max(signed)), int(fused_min(unsigned))) == (-3, 3)  # the wrap lost: 125 and 2 are right
-  assert int(fused_max(signed[:4095])) == 125  # fewer than 4096 elements: right
-  assert int(jnp.max(jnp.asarray(signed) - np.int8(3))) == 125  # eagerly (nothing fused): right
-  wide = signed.astype(np.int16)
-  wide[1] = np.iinfo(np.int16).min
-  assert int(jax.jit(lambda a: jnp.max(a - np.int16(3)))(wide)) == np.iinfo(np.int16).max - 2
+def _on_cpu(a: np.ndarray) -> jax.Array:
+  return jax.device_put(a, jax.devices("cpu")[0])  # XLA:CPU's behaviour, whatever the default backend
+
+
+def _wrapping_into_max() -> tuple[int, int]:
+  a = np.zeros(4096, np.int8)
+  a[1] = -128  # -128 - 3 wraps to 125, the maximum
+  return int(jax.jit(lambda a: jnp.max(a - jnp.int8(3)))(_on_cpu(a))), 125
+
+
+def _wrapping_into_min() -> tuple[int, int]:
+  a = np.zeros(4096, np.uint8)
+  a[1] = 255  # 255 + 3 wraps to 2, the minimum
+  return int(jax.jit(lambda a: jnp.min(a + jnp.uint8(3)))(_on_cpu(a))), 2
+
+
+def _wrapping_into_a_float_sum() -> tuple[int, int]:
+  a = np.zeros(4096, np.int8)
+  a[1] = -128  # -128 - 3 wraps to 125: the sum is 125 - 3 * 4095
+  total = jax.jit(lambda a: jnp.sum((a - jnp.int8(3)).astype(jnp.float32)))(_on_cpu(a))
+  return int(total), 125 - 3 * 4095
+
+
+@pytest.mark.xfail(
+  strict=True,
+  raises=AssertionError,
+  reason="XLA:CPU computes 8-bit arithmetic fused into its YNNPACK reductions without the wrap (saturating): "
+  "docs/semantics.rst, 'Integer overflow'. This passing means XLA is fixed: update that section.",
+)
+@pytest.mark.parametrize(
+  "program", [_wrapping_into_max, _wrapping_into_min, _wrapping_into_a_float_sum], ids=lambda f: f.__name__
+)
+def test_xla_cpu_keeps_the_wrap_of_8_bit_arithmetic_fused_into_a_reduction(program: Any) -> None:
+  """The minimal programs of the docs, under ``jax.jit`` on CPU, against NumPy's wrapped answer: ``jnp.max(a - 3)``
+  of 4096 int8 holding -128 gives -3 (-128 - 3 saturated to -128), ``jnp.min(a + 3)`` of uint8 holding 255 gives 3,
+  and the float32 sum of ``a - 3`` is 253 short (-12416). REDUCE keeps its 8-bit values out of that fusion
+  (tests/test_narrow_integers.py); once XLA keeps the wrap, each case here passes, and its strict xfail fails the
+  suite to say so."""
+  got, numpy_answer = program()
+  assert got == numpy_answer

@@ -6,10 +6,17 @@ functional ones and REDUCE's), the MAX/MIN gradient, and the integer SUM the hal
 4 MiB inputs and at the (64, 262144) float32 rows of the issue. Both programs are compiled for CPU and XLA's
 buffer assignment read (``memory_analysis().temp_size_in_bytes``); nothing is run. The suite's process has
 8 devices: these one-device programs take the path a one-device process takes.
+
+REDUCE MAX/MIN's cases run twice: with the compiled CPU kernel, whose FFI call each case finds in the compiled
+program (without the kernel built, those cases skip, and fail under ``DMLJAX_REQUIRE_CPU_KERNEL=1``, as CI sets),
+and with the XLA composition, whose program holds no such call. XLA's buffer assignment does not see what the
+kernel allocates itself: tests/test_cpu_kernel_memory.py measures that.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -21,17 +28,36 @@ import pytest
 from _helpers import x64
 
 import dmljax as dml
-from dmljax._src import platform
+from dmljax._src import cpu_kernel_library, platform
 
 MiB = 1 << 20
 LARGE = 4 * MiB
 AXES = {"last": -1, "first": 0, "all": None}
 
 
-def _temporaries(fn: Callable[[jax.Array], Any], x: jax.ShapeDtypeStruct) -> int:
-  analysis = jax.jit(fn).lower(x).compile().memory_analysis()
+REQUIRED = os.environ.get("DMLJAX_REQUIRE_CPU_KERNEL") == "1"
+
+
+def _compiled(fn: Callable[[jax.Array], Any], x: jax.ShapeDtypeStruct) -> Any:
+  return jax.jit(fn).lower(x).compile()
+
+
+def _temporaries(compiled: Any) -> int:
+  analysis = compiled.memory_analysis()
   assert analysis is not None
   return int(analysis.temp_size_in_bytes)
+
+
+@contextlib.contextmanager
+def _extreme_path(kernel: bool) -> Any:
+  """REDUCE MAX/MIN with the CPU kernel (``kernel``) or the XLA composition; the kernel's cases skip without it,
+  unless DMLJAX_REQUIRE_CPU_KERNEL=1 makes its absence a failure (they would measure the composition twice)."""
+  if kernel and not cpu_kernel_library.available():
+    if REQUIRED:
+      pytest.fail(f"DMLJAX_REQUIRE_CPU_KERNEL=1, but {cpu_kernel_library.status()}")
+    pytest.skip(cpu_kernel_library.status())
+  with platform.choosing(cpu_kernel=kernel):
+    yield
 
 
 def _input(dtype: Any, shape: tuple[int, ...] | None = None) -> jax.ShapeDtypeStruct:
@@ -40,8 +66,21 @@ def _input(dtype: Any, shape: tuple[int, ...] | None = None) -> jax.ShapeDtypeSt
   return jax.ShapeDtypeStruct(shape or (1024, LARGE // 1024 // dtype.itemsize), dtype)
 
 
-def _assert_within(mine: Callable[[jax.Array], Any], native: Callable[[jax.Array], Any], x: Any, what: str) -> None:
-  got, allowed = _temporaries(mine, x), _temporaries(native, x) + MiB
+def _assert_within(
+  mine: Callable[[jax.Array], Any],
+  native: Callable[[jax.Array], Any],
+  x: Any,
+  what: str,
+  *,
+  kernel: bool | None = None,
+) -> None:
+  """``mine``'s temporaries within ``native``'s and 1 MiB; ``kernel``: whether ``mine``'s compiled program holds the
+  CPU kernel's FFI call (``None``: not asked)."""
+  compiled = _compiled(mine, x)
+  if kernel is not None:
+    held = cpu_kernel_library.REDUCE_EXTREME_TARGET in compiled.as_text()
+    assert held == kernel, f"{what}: the kernel's call {'missing from' if kernel else 'in'} the compiled program"
+  got, allowed = _temporaries(compiled), _temporaries(_compiled(native, x)) + MiB
   assert got <= allowed, f"{what}: {got} bytes of temporaries, native + 1 MiB is {allowed}"
 
 
@@ -56,8 +95,9 @@ def test_reduce_max_min(dtype: Any, function: str, axis: str, kernel: bool) -> N
   """With the compiled CPU kernel (where built) and with the XLA composition a build without it runs."""
   native = jnp.max if function == "max" else jnp.min
   x = _input(dtype)
-  with platform.choosing(cpu_kernel=kernel):
-    _assert_within(lambda a: dml.reduce(a, function, AXES[axis]), lambda a: native(a, AXES[axis]), x, function)
+  with _extreme_path(kernel):
+    mine = lambda a: dml.reduce(a, function, AXES[axis])  # noqa: E731
+    _assert_within(mine, lambda a: native(a, AXES[axis]), x, function, kernel=kernel)
 
 
 @pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "composition"])
@@ -66,10 +106,9 @@ def test_reduce_max_min_of_the_issue_s_rows(axis: str, kernel: bool) -> None:
   """64 rows of 1 MiB: the halving held 17 MiB here where jnp.max holds none."""
   x = _input(np.float32, (64, 262144))
   for function, native in (("max", jnp.max), ("min", jnp.min)):
-    with platform.choosing(cpu_kernel=kernel):
-      _assert_within(
-        lambda a, f=function: dml.reduce(a, f, AXES[axis]), lambda a, n=native: n(a, AXES[axis]), x, function
-      )
+    with _extreme_path(kernel):
+      mine = lambda a, f=function: dml.reduce(a, f, AXES[axis])  # noqa: E731
+      _assert_within(mine, lambda a, n=native: n(a, AXES[axis]), x, function, kernel=kernel)
 
 
 @pytest.mark.parametrize("axis", AXES)

@@ -36,7 +36,7 @@ SAMPLING_CUT_TARGET = "dmljax_cpu_sampling_cut"
 SAMPLING_KEPT_TARGET = "dmljax_cpu_sampling_kept"
 _SAMPLING_SYMBOLS = ((SAMPLING_CUT_TARGET, "DmljaxCpuSamplingCut"), (SAMPLING_KEPT_TARGET, "DmljaxCpuSamplingKept"))
 # The calling convention the Python side speaks (DmljaxCpuTopKAbiVersion in csrc/cpu_top_k.cc).
-ABI_VERSION = 3
+ABI_VERSION = 4
 # The library's file (setup.py's LIBRARY) and the build's record of its outcome (setup.py's BUILD_INFO).
 LIBRARY = "libdmljax_cpu_top_k.dll" if sys.platform == "win32" else "libdmljax_cpu_top_k.so"
 BUILD_INFO = "_cpu_kernel_build.json"

@@ -62,6 +62,7 @@ from dmljax._src import (
   dtypes,
   enums,
   fields,
+  narrow_integers,
   platform,
   reduce_extreme,
   shardings,
@@ -464,14 +465,13 @@ def _flush_subnormal(s: jax.Array) -> jax.Array:
 # Functions whose formula holds for complex numbers with a complex result (MAX/MIN: JAX's lexicographic order).
 _COMPLEX_FUNCTIONS = (F.SUM, F.MULTIPLY, F.AVERAGE, F.LOG_SUM_EXP, F.LOG_SUM, F.SUM_SQUARE, F.MAX, F.MIN)
 _EXTREMES = (F.MAX, F.MIN)
-# The value of a block with no elements (jnp's: the sum's identity, the mean's 0/0, log 0).
+# The value of a block with no elements (jnp's: the sum's identity, log 0; AVERAGE's is jnp.mean's 0/0, computed).
 _EMPTY_VALUE = {
   F.SUM: 0,
   F.SUM_SQUARE: 0,
   F.L1: 0,
   F.L2: 0,
   F.MULTIPLY: 1,
-  F.AVERAGE: np.nan,
   F.LOG_SUM: -np.inf,
   F.LOG_SUM_EXP: -np.inf,
 }
@@ -538,8 +538,12 @@ def _program(
       x, axes=axes, find_max=find_max, last=False, index_dtype=index_dtype, keepdims=keepdims, choice=choice
     )
   if x.size == 0:  # no element to read: every block is empty (the function's empty value) or there is no block
+    if function == F.AVERAGE:  # jnp.mean's 0 / 0, whose bits (nan+nanj for complex numbers) are jnp's
+      return jnp.mean(x.astype(result), axes, keepdims=True).reshape(out_shape)
     return jnp.full(out_shape, _EMPTY_VALUE.get(function, 0), result)
-  x = x if x.dtype == work else x.astype(work)
+  if x.dtype != work:
+    # 8-bit integers converted to floats out of reach of XLA:CPU's 8-bit library arithmetic (narrow_integers).
+    x = narrow_integers.as_float(x, work) if dtypes.is_float(work) else x.astype(work)
   if dtypes.is_complex(work) and function in _EXTREMES:
     return _complex_extreme(x, axes, function == F.MAX, choice).reshape(out_shape)
   out = axes_lib.reduce_folded(
@@ -620,8 +624,9 @@ def reduce(
   results in the input's type, wrapping, bool's in int32, as ``jnp.sum``; no
   integer AVERAGE, L2, LOG_SUM or LOG_SUM_EXP). Integers are reduced in the result type and wrap there;
   float16 and bfloat16 accumulate in float32 and round once at the end.
-  A block with no elements gives SUM's 0, MULTIPLY's 1, AVERAGE's NaN and
-  LOG_SUM/LOG_SUM_EXP's -inf, as ``jnp``; MAX, MIN, ARGMAX and ARGMIN need
+  A block with no elements gives SUM's 0, MULTIPLY's 1, AVERAGE's NaN
+  (``jnp.mean``'s bits: NaN+NaNj for complex numbers) and LOG_SUM/LOG_SUM_EXP's
+  -inf, as ``jnp``; MAX, MIN, ARGMAX and ARGMIN need
   one element at least. Complex numbers are reduced by SUM, MULTIPLY,
   AVERAGE, SUM_SQUARE, LOG_SUM and LOG_SUM_EXP, and ordered by MAX/MIN as in
   JAX (real part, then imaginary part). Every function but ARGMAX/ARGMIN is

@@ -5,7 +5,8 @@ bits, read as an unsigned integer, are the largest), else the largest or smalles
 are computed on integer keys alone (:func:`rank_keys.ieee_maximum_key`), so no platform's float maximum (which
 may skip NaNs, flush subnormals or widen a narrow float) and no split over devices changes the bits; a second
 pass runs only where a NaN of the reversed sign won (:func:`_largest_nan_fix`). Integers are reduced as they
-are. The gradient shares the cotangent equally among tied extremes, as ``jnp.max``'s.
+are, 8-bit ones as 16-bit integers outside the CPU kernel (:mod:`narrow_integers`). The gradient shares the
+cotangent equally among tied extremes, as ``jnp.max``'s.
 
 :func:`tree` is the fused CPU reduction (MAX, MIN and REDUCE's wrapping integer sums run on it): the rows halved
 with elementwise maxima, fused with the keys into one vectorised loop, on one device; XLA's reduction elsewhere.
@@ -26,7 +27,7 @@ from jax.extend import core
 from jax.interpreters import batching, mlir
 
 from dmljax._src import axes as axes_lib
-from dmljax._src import cpu_kernel_library, dtypes, platform, rank_keys, rowwise, shardings, value_bits
+from dmljax._src import cpu_kernel_library, dtypes, narrow_integers, platform, rank_keys, rowwise, shardings, value_bits
 from dmljax._src.strategies import row_kernel
 
 
@@ -42,11 +43,10 @@ def tree_max(
   axes: tuple[int, ...],
   key: Callable[[jax.Array], jax.Array],
   *,
-  wrapping_key: bool = False,
   shared_input: bool = False,
 ) -> jax.Array:
   """The largest ``key(x)`` over ``axes``, keeping dims (``key``: elementwise, to an integer); see :func:`tree`."""
-  return tree(x, axes, key, jnp.maximum, jnp.max, wrapping_key=wrapping_key, shared_input=shared_input)
+  return tree(x, axes, key, jnp.maximum, jnp.max, shared_input=shared_input)
 
 
 def tree(
@@ -56,7 +56,6 @@ def tree(
   combine: Callable[[jax.Array, jax.Array], jax.Array],
   reduce: Callable[..., jax.Array],
   *,
-  wrapping_key: bool = False,
   shared_input: bool = False,
 ) -> jax.Array:
   """``reduce`` of ``key(x)`` over ``axes``, keeping dims, for an integer ``key`` and an associative, commutative
@@ -79,14 +78,12 @@ def tree(
   ``shared_input``: ``x`` is computed from the input by one operation over all of it (a bitcast, the keys): the
   first blocks read it through few enough slices for XLA to fuse it into their loop.
 
-  ``wrapping_key``: ``key`` computes with wrapping integer arithmetic (an add or subtract that may overflow).
-  XLA:CPU's maximum or minimum reduction of 8-bit integers is wrong where such arithmetic is fused into it:
-  ``jnp.max(x - 3)`` of 4096 or more int8 ``x`` holding -128 gives -3, where the wrapped -131 is 125 (16-bit
-  and wider integers, and elementwise maxima, are right; tests/test_reduce_extreme.py pins it). Every
-  reduction of such 8-bit keys here (the plain one and the halving's last) reduces them as int32.
+  Every maximum or minimum reduction of 8-bit keys handed to XLA here (the plain one and the halving's last)
+  reduces them as 16-bit integers (:func:`narrow_integers.widened`): XLA:CPU's 8-bit one would take in the
+  arithmetic that computed them (the caller's, or a key's own wrapping step) and lose its wrap.
   """
 
-  reduction = _Reduction(key, combine, reduce, wrapping_key, shared_input)
+  reduction = _Reduction(key, combine, reduce, shared_input)
 
   def plain(x: jax.Array) -> jax.Array:
     return reduction.reduced(key(x), axes)
@@ -112,18 +109,18 @@ class _Reduction:
     key: Callable[..., jax.Array],
     combine: Callable[[jax.Array, jax.Array], jax.Array],
     reduce: Callable[..., jax.Array],
-    wrapping_key: bool,
     shared_input: bool,
     longest: int = 128,
   ) -> None:
     self.key, self.combine, self.reduce = key, combine, reduce
-    self.wrapping_key, self.shared_input, self.longest = wrapping_key, shared_input, longest
+    self.shared_input, self.longest = shared_input, longest
     self.overlap = combine in (jnp.maximum, jnp.minimum)
 
   def reduced(self, k: jax.Array, over: tuple[int, ...]) -> jax.Array:
-    """XLA's reduction of the keys ``k`` over the axes ``over``, keeping dims."""
-    if self.wrapping_key and k.dtype.itemsize == 1:
-      return self.reduce(k.astype(jnp.int32), over, keepdims=True).astype(k.dtype)
+    """XLA's reduction of the keys ``k`` over the axes ``over``, keeping dims (a maximum or minimum of 8-bit keys
+    as 16-bit ones: :func:`narrow_integers.widened`)."""
+    if self.overlap and narrow_integers.is_narrow(np.dtype(k.dtype)):
+      return self.reduce(narrow_integers.widened(k), over, keepdims=True).astype(k.dtype)
     return self.reduce(k, over, keepdims=True)
 
   def halved(self, parts: Parts, axes: tuple[int, ...]) -> jax.Array:
@@ -223,7 +220,7 @@ def peak_position(
   outer, n, inner = math.prod(shape[:first]), math.prod(shape[first:end]), math.prod(shape[end:])
   out_shape = tuple(size for d, size in enumerate(shape) if d not in axes)
   rows = x.reshape(outer, n, inner)
-  peak = _Reduction(key, jnp.maximum, jnp.max, False, False)
+  peak = _Reduction(key, jnp.maximum, jnp.max, False)
   length = _block_length(n, inner, True, False)
   if length is None or outer * length * inner * 4 > _GATHERED_BYTES:
     best = peak.halved((rows,), (1,))
@@ -259,7 +256,7 @@ def _first_holding(parts: Parts, key: Callable[..., jax.Array], n: int, last: bo
     return jnp.where(key(values) == best, position, missing)
 
   combine, reduce = (jnp.maximum, jnp.max) if last else (jnp.minimum, jnp.min)
-  return _Reduction(candidate, combine, reduce, False, True, longest).halved(parts, (1,))
+  return _Reduction(candidate, combine, reduce, True, longest).halved(parts, (1,))
 
 
 def _block_length(n: int, inner: int, first: bool, shared_input: bool, longest: int = 128) -> int | None:
@@ -286,9 +283,7 @@ def _block_length(n: int, inner: int, first: bool, shared_input: bool, longest: 
 _SLICED_AS_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _tree_max_of_bits(
-  x: jax.Array, axes: tuple[int, ...], key: Callable[[jax.Array], jax.Array], *, wrapping_key: bool = False
-) -> jax.Array:
+def _tree_max_of_bits(x: jax.Array, axes: tuple[int, ...], key: Callable[[jax.Array], jax.Array]) -> jax.Array:
   """:func:`_tree_max` of ``key(bits)``, ``bits`` the float ``x``'s bits as a signed integer of its width.
 
   float16/32/64 are sliced as they are and each slice made bits where it is read: XLA:CPU fuses that into
@@ -299,8 +294,8 @@ def _tree_max_of_bits(
   dtype = np.dtype(x.dtype)
   idt = np.dtype(f"int{rank_keys.layout(dtype).width}")
   if dtype in _SLICED_AS_FLOATS:
-    return tree_max(x, axes, lambda s: key(lax.bitcast_convert_type(s, idt)), wrapping_key=wrapping_key)
-  return tree_max(lax.bitcast_convert_type(x, idt), axes, key, wrapping_key=wrapping_key, shared_input=True)
+    return tree_max(x, axes, lambda s: key(lax.bitcast_convert_type(s, idt)))
+  return tree_max(lax.bitcast_convert_type(x, idt), axes, key, shared_input=True)
 
 
 def _largest_nan_fix(x: jax.Array, best: jax.Array, *, axes: tuple[int, ...], find_max: bool) -> jax.Array:
@@ -376,7 +371,7 @@ def _float_composition(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> j
   if not rank_keys.has_ieee_maximum_key(np.dtype(x.dtype)):
     return _float_extreme_by_ties(x, axes, find_max)
   key = functools.partial(rank_keys.ieee_maximum_key, dtype=np.dtype(x.dtype), find_max=find_max)
-  best = _tree_max_of_bits(x, axes, key, wrapping_key=True)  # the key's last step wraps
+  best = _tree_max_of_bits(x, axes, key)
   # Under vmap the predicate of the second pass's lax.cond stays one scalar (rowwise): it still runs only where a
   # reversed NaN won somewhere, never as a select of both branches.
   return rowwise.call_reducing(_largest_nan_fix, x, best, axes=axes, find_max=find_max)
@@ -395,16 +390,20 @@ def _integer_extreme(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax
 def _integer_composition(x: jax.Array, axes: tuple[int, ...], find_max: bool) -> jax.Array:
   """MAX/MIN of integers in XLA; 4- and 2-bit ones reduced as 8-bit integers (XLA:CPU has no all-reduce for them).
 
-  XLA's own reduction where it is the faster one: over leading axes, and of 8-bit integers (XLA:CPU reduces
-  those with YNNPACK, ahead of the halving); the halving (:func:`tree`) over trailing axes of wider ones.
+  8-bit integers as 16-bit ones (:func:`narrow_integers.widened`), by the halving (:func:`tree`) over any axes it
+  takes, each half widened where it is read (about as fast as XLA:CPU's own 8-bit reduction, YNNPACK's, which
+  would take in the caller's arithmetic and lose its wrap: :mod:`narrow_integers`), by XLA's reduction of the
+  widened values elsewhere. Wider ones by XLA's own reduction over leading axes, where it is the faster one, and by
+  the halving over trailing axes.
   """
   wide = value_bits.to_bits(x)
-  if not trailing(wide, axes) or wide.dtype.itemsize == 1:
-    out = jnp.max(wide, axes, keepdims=True) if find_max else jnp.min(wide, axes, keepdims=True)
-  elif find_max:
-    out = tree(wide, axes, lambda k: k, jnp.maximum, jnp.max)
+  combine, reduce = (jnp.maximum, jnp.max) if find_max else (jnp.minimum, jnp.min)
+  if narrow_integers.is_narrow(np.dtype(wide.dtype)):
+    out = tree(wide, axes, narrow_integers.widened, combine, reduce).astype(wide.dtype)
+  elif trailing(wide, axes):
+    out = tree(wide, axes, lambda k: k, combine, reduce)
   else:
-    out = tree(wide, axes, lambda k: k, jnp.minimum, jnp.min)
+    out = reduce(wide, axes, keepdims=True)
   return value_bits.from_bits(out, x.dtype)
 
 
@@ -456,7 +455,7 @@ def _count_hits(x: jax.Array, out: jax.Array, axes: tuple[int, ...]) -> jax.Arra
       return _hits(values, extreme).astype(np.int32)
 
     total = functools.partial(jnp.sum, dtype=np.int32)
-    return _Reduction(key, jnp.add, total, False, True).halved((x, jnp.broadcast_to(out, x.shape)), axes)
+    return _Reduction(key, jnp.add, total, True).halved((x, jnp.broadcast_to(out, x.shape)), axes)
 
   def cpu(x: jax.Array) -> jax.Array:
     return shardings.by_program_devices(x, one_device=one_device, several=plain)
@@ -494,7 +493,8 @@ _KERNEL_ANY_ROW_BYTES = 1 << 18
 
 def _by_kernel(x: jax.Array, axes: tuple[int, ...], find_max: bool, composition: Composition) -> jax.Array:
   """MAX/MIN keeping dims: on CPU, in a program of one device, the compiled kernel (a custom call that reads the
-  input once on every core and writes only the result: no temporaries, and one kernel for XLA to compile),
+  input once on every core and writes the result, with scratch of its own only where it splits the reduced axis,
+  bounded by the thread count: docs/cpu_kernel.rst; one kernel for XLA to compile),
   where the library is loaded and the program is not being exported; ``composition`` everywhere else, and as
   the kernel's own lowering where it cannot run. Both give the same bits.
   """
