@@ -14,8 +14,10 @@ masks and for ``sample`` alike:
    prefix is, or when min-p's bound falls among them and the prefix is known to reach past them;
 3. only the rows whose prefix is unknown, among those that need it (a mask needs every row's; ``sample``
    only the sampled rows whose kept set is not within the candidates: greedy rows never), are searched whole
-   (:mod:`.search`), under one :func:`jax.lax.cond` with a scalar predicate (also under ``jax.vmap``:
-   :mod:`dmljax._src.rowwise`), so it costs nothing when no row needs it. What crosses the ``cond`` is a cut per row.
+   (:mod:`.search`, or the CPU kernel's call: :mod:`.kernel`), one row at a time in a loop over the rows that
+   need it (:mod:`.each_row`; its trip count stays one scalar under ``jax.vmap``: :mod:`dmljax._src.rowwise`), so
+   it costs nothing when no row needs it and one row's work for each row that does. What crosses the loop is a cut
+   per row; a row whose top-p total is its whole row's is summed the same way, one row a pass.
 
 Per-row parameters may carry leading axes the logits lack (``jax.vmap`` over a parameter with shared logits):
 everything per row broadcasts, and the whole-row passes read the one copy of the logits.
