@@ -16,6 +16,7 @@ draws from whole, needs work over its row. That work runs one row at a time, as 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -70,21 +71,24 @@ def _route(kernel: bool) -> Iterator[None]:
     yield
 
 
-def _calls(key: jax.Array, params: dict[str, np.ndarray], offset: Any = None) -> Callable[..., tuple[jax.Array, ...]]:
-  k, p, m, t = (params[name] for name in "kpmt")
+@functools.partial(jax.jit, static_argnames="dtype")
+def _calls(x: jax.Array, k: jax.Array, p: jax.Array, m: jax.Array, t: jax.Array, offset: jax.Array, dtype: Any):
+  """The masks and draws of the test, in one program for every row count (``offset``: the first row's number)."""
+  del dtype  # the logits' type, part of the program's key already
+  key = jax.random.key(8)
+  return (
+    S.top_k_mask(x, k),
+    S.top_p_mask(x, p),
+    S.top_p_mask(x, 0.9),
+    S.sample(key, x, temperature=t, top_k=k, top_p=p, min_p=m, row_offset=offset),
+    S.sample(key, x, temperature=t, top_p=0.9, row_offset=offset),
+    S.sample(key, x, temperature=t, row_offset=offset),
+  )
 
-  @jax.jit
-  def run(x: jax.Array) -> tuple[jax.Array, ...]:
-    return (
-      S.top_k_mask(x, k),
-      S.top_p_mask(x, p),
-      S.top_p_mask(x, 0.9),
-      S.sample(key, x, temperature=t, top_k=k, top_p=p, min_p=m, row_offset=offset),
-      S.sample(key, x, temperature=t, top_p=0.9, row_offset=offset),
-      S.sample(key, x, temperature=t, row_offset=offset),
-    )
 
-  return run
+def _run(x: np.ndarray, params: dict[str, np.ndarray], offset: int = 0) -> list[np.ndarray]:
+  outs = _calls(x, *(params[name] for name in "kpmt"), jnp.int32(offset), dtype=np.dtype(x.dtype).name)
+  return [np.asarray(a) for a in outs]
 
 
 ROUTES = [pytest.param(True, id="kernel"), pytest.param(False, id="composition")]
@@ -98,17 +102,15 @@ def test_mixed_rows_give_each_row_s_own_bits_on_both_routes(dtype: Any, kernel: 
   as in the batch) and the other route's; the masks equal the NumPy reference's."""
   context = x64() if np.dtype(dtype) == np.float64 else contextlib.nullcontext()
   x, params = _mixed(dtype, 4242)
-  key = jax.random.key(8)
   with context:
     with _route(kernel):
-      got = [np.asarray(a) for a in _calls(key, params)(x)]
+      got = _run(x, params)
       for row in range(x.shape[0]):
         alone = {name: value[row : row + 1] for name, value in params.items()}
-        one = _calls(key, alone, row)(x[row : row + 1])
-        for i, (a, b) in enumerate(zip(one, got, strict=True)):
+        for i, (a, b) in enumerate(zip(_run(x[row : row + 1], alone, row), got, strict=True)):
           assert_bitwise_equal(a, b[row : row + 1], f"output {i}, row {row} alone")
     with _route(not kernel):
-      other = _calls(key, params)(x)
+      other = _run(x, params)
   for i, (a, b) in enumerate(zip(other, got, strict=True)):
     assert_bitwise_equal(b, a, f"output {i}: the routes differ")
   assert_bitwise_equal(got[0], ref.apply_rows(ref.keep_top_k, x, params["k"]), "top_k_mask")

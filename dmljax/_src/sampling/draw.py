@@ -92,7 +92,7 @@ def _listed_draw(
   slot = lax.broadcasted_iota(jnp.int32, (1, size), 1)
   low = np.array(-1, data.work)  # below every kept score: an entry of the list wins at once
 
-  def chunk(state: tuple[jax.Array, jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array, jax.Array]:
+  def chunk(state: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
     start, best, token = state
     start = jnp.minimum(start, np.int32(length - size))  # the last chunk overlaps the one before: ties keep it
     index = lax.dynamic_slice_in_dim(listed, start, size, axis=1)
@@ -106,7 +106,7 @@ def _listed_draw(
     better = top > best  # the earlier chunk's lower index wins a tie
     return start + np.int32(size), jnp.where(better, top, best), jnp.where(better, first, token)
 
-  def races(state: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
+  def races(state: tuple[jax.Array, ...]) -> jax.Array:
     return state[0] < count[0]
 
   like = (logits, listed, divisor, key[0], row)

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dmljax._src import shardings
+from dmljax._src import shardings, symbolic
 
 Out = TypeVar("Out")
 
@@ -49,12 +49,20 @@ class At:
     return lax.dynamic_slice_in_dim(flat, self.position, 1, 0)
 
   def row(self, logits: jax.Array) -> jax.Array:
-    """The logits' row (shape ``(1, V)``) that this position's row broadcasts from."""
+    """The logits' row (shape ``(1, V)``) that this position's row broadcasts from, sliced from the logits as they
+    are (a pass reshapes nothing of the batch's size)."""
     lead = logits.shape[:-1]
     count = math.prod(lead)
     index = jnp.broadcast_to(lax.iota(np.int32, count).reshape(lead), self.batch).reshape(-1)
     at = lax.dynamic_index_in_dim(index, self.position, 0, keepdims=False)
-    return lax.dynamic_slice_in_dim(logits.reshape(count, logits.shape[-1]), at, 1, 0)
+    if len(lead) == 1 or not symbolic.is_static(lead):  # (a symbolic batch's logits are sliced as a matrix)
+      return lax.dynamic_slice_in_dim(logits.reshape(count, logits.shape[-1]), at, 1, 0)
+    starts = []
+    for size in reversed(lead):  # the flat row number unravelled, row-major
+      starts.append(at % np.int32(size))
+      at = at // np.int32(size)
+    starts = [*reversed(starts), jnp.int32(0)]
+    return lax.dynamic_slice(logits, starts, (*(1,) * len(lead), logits.shape[-1])).reshape(1, logits.shape[-1])
 
 
 def each(flags: jax.Array, body: Callable[[At], Out], out: Out, *, like: tuple[Any, ...] = ()) -> Out:

@@ -151,7 +151,7 @@ def _no_tangents(primitive: Primitive) -> Callable[..., Any]:
   def rule(primals: Any, tangents: Any, **params: Any) -> Any:
     del tangents
     outs = primitive.bind(*primals, **params)
-    return outs, [ad.Zero.from_primal_value(o) for o in outs]
+    return outs, [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in outs]
 
   return rule
 
