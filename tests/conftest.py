@@ -18,7 +18,7 @@ suite (CI runs both). Three markers say what a test is:
 * ``sample(share)``: a parametrized test whose product the default run samples with a fixed seed (every value of
   every parameter at least once, and ``share`` of the cases); its other cases are ``long``;
 * ``deep``: the test runs in both, deeper in the long profile (more cases; every Hypothesis test is ``deep``: 10
-  derandomized examples by default, 1250 in the long profile, derandomized too: CI runs the same examples every
+  derandomized examples by default, 500 in the long profile, derandomized too: CI runs the same examples every
   time). ``_helpers.long_profile()`` says which.
 
 Deadlines are off because the first call of every shape jit-compiles.
@@ -42,7 +42,7 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 settings.register_profile("ci", max_examples=10, derandomize=True, deadline=None, suppress_health_check=_SLOW_OK)
-settings.register_profile("long", max_examples=1250, derandomize=True, deadline=None, suppress_health_check=_SLOW_OK)
+settings.register_profile("long", max_examples=500, derandomize=True, deadline=None, suppress_health_check=_SLOW_OK)
 PROFILE_VARIABLE = "DMLJAX_TEST_PROFILE"  # "long" in the long profile (read by _helpers.long_profile, subprocesses)
 
 

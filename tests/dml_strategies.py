@@ -21,6 +21,7 @@ import jax
 import ml_dtypes
 import numpy as np
 from _helpers import ties
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -418,6 +419,19 @@ CASES: dict[str, Callable[[], st.SearchStrategy[dict[str, Any]]]] = {
   "gather_nd": gather_nd_cases,
   "one_hot": one_hot_cases,
 }
+
+
+# Twice the profile's examples, for the property tests (tests/test_properties*.py): the operators' results, not
+# their errors, are the point there. Made when a test module imports this one, after conftest loads the profile.
+TWICE = settings(max_examples=2 * settings.default.max_examples)
+
+
+def both_paths(case: dict[str, Any]) -> list[Any]:
+  """The functional result, and the descriptor-path result where the case has a descriptor."""
+  results = [call_functional(case)]
+  if case["desc"] is not None:
+    results.append(dml.execute(case["desc"], *case["inputs"]))
+  return results
 
 
 def call_functional(case: dict[str, Any]) -> Any:

@@ -54,8 +54,8 @@ def _medians(calls: dict[str, Call], rounds: int, min_sample: float) -> dict[str
 
 
 def _jax_call(fn: Callable[..., Any], *args: Any) -> tuple[Call, float]:
-  compiled, seconds = timing.timed(lambda: jax.jit(fn).lower(*args).compile())
-  return (lambda: compiled(*args), jax.block_until_ready), seconds
+  compiled, parts = timing.traced_and_compiled(fn, args)
+  return (lambda: compiled(*args), jax.block_until_ready), sum(parts)
 
 
 def _error_text(error: BaseException) -> str:

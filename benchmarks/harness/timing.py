@@ -8,8 +8,9 @@ scripts for machines with an accelerator, the ONNX overhead study, sampling); :f
 take the figures measured once (a compile, a whole run). No other module of the benchmarks reads a clock for a
 figure (``tests/test_benchmark_structure.py`` checks it).
 
-Trace + compile time (:func:`compile_times`, :func:`compile_seconds`): what a new shape or static parameter costs.
-Every sample of :func:`compile_times` is what a new static parameter (a new ``k``, say) costs on the same shapes in
+Trace + compile time (:func:`compile_times`; :func:`traced_and_compiled` where the compiled program is run after):
+one method, *warm*, gives every compile figure of the benchmarks: what a new shape or static parameter costs.
+Every sample is what a new static parameter (a new ``k``, say) costs on the same shapes in
 a warm process, on both sides: the function is wrapped afresh (so ``jax.jit`` traces it again and XLA compiles a new
 program) and dmljax's own jitted entry points forget what they traced, while JAX's caches of its own helpers stay
 warm, as they are in a program that has run before. (``jax.clear_caches()`` would make every sample a cold start of
@@ -229,22 +230,6 @@ def medians(calls: dict[str, Callable[[], Any]], **options: Any) -> dict[str, fl
   return {name: statistics.median(s) for name, s in round_samples(calls, **options).items()}
 
 
-def compile_seconds(fn: Callable[..., Any], args: Sequence[Any], *, repeats: int, clear: bool = False) -> float:
-  """Median seconds of ``repeats`` lowerings and compiles of a fresh ``jax.jit`` of ``fn`` for ``args``.
-
-  ``clear=True`` empties JAX's caches before each (a cold start: what the first call of a process costs).
-  """
-  times = []
-  for _ in range(repeats):
-    if clear:
-      jax.clear_caches()
-    fresh = jax.jit(lambda *a: fn(*a))  # a new function: nothing traced for it yet
-    start = time.perf_counter()
-    fresh.lower(*args).compile()
-    times.append(time.perf_counter() - start)
-  return statistics.median(times)
-
-
 def _jitted_entry_points() -> list[Any]:
   """Every function of dmljax's modules wrapped by ``jax.jit`` (its trace cache is what a new parameter misses)."""
   import dmljax._src as source
@@ -259,8 +244,9 @@ def _jitted_entry_points() -> list[Any]:
   return found
 
 
-def trace_and_compile_s(fn: Callable[..., Any], inputs: Sequence[Any]) -> tuple[float, float, float]:
-  """Seconds to trace, lower and compile ``jax.jit(fn)`` for ``inputs``' shapes, as for a new static parameter."""
+def traced_and_compiled(fn: Callable[..., Any], inputs: Sequence[Any]) -> tuple[Any, tuple[float, float, float]]:
+  """``jax.jit(fn)`` compiled for ``inputs``' shapes as for a new static parameter, with the seconds it took to trace,
+  lower and compile (the one compile-time method: see the module's docstring)."""
   for jitted in _jitted_entry_points():
     jitted.clear_cache()
   start = time.perf_counter()
@@ -268,17 +254,29 @@ def trace_and_compile_s(fn: Callable[..., Any], inputs: Sequence[Any]) -> tuple[
   traced_at = time.perf_counter()
   lowered = traced.lower()
   lowered_at = time.perf_counter()
-  lowered.compile()
-  return traced_at - start, lowered_at - traced_at, time.perf_counter() - lowered_at
+  compiled = lowered.compile()
+  return compiled, (traced_at - start, lowered_at - traced_at, time.perf_counter() - lowered_at)
 
 
-def compile_times(contenders: dict[str, Callable[..., Any]], inputs: Sequence[Any], rounds: int) -> dict[str, Any]:
-  """``{name: {median_s, trace_s, lower_s, compile_s, samples_s}}``: medians over ``rounds`` interleaved rounds."""
+def trace_and_compile_s(fn: Callable[..., Any], inputs: Sequence[Any]) -> tuple[float, float, float]:
+  """Seconds to trace, lower and compile ``jax.jit(fn)`` for ``inputs``' shapes, as for a new static parameter."""
+  return traced_and_compiled(fn, inputs)[1]
+
+
+def compile_times(
+  contenders: dict[str, Callable[..., Any]], inputs: Sequence[Any] | dict[str, Sequence[Any]], rounds: int
+) -> dict[str, Any]:
+  """``{name: {median_s, trace_s, lower_s, compile_s, samples_s}}``: medians over ``rounds`` interleaved rounds.
+
+  ``inputs``: the inputs (arrays or ``jax.ShapeDtypeStruct``) every contender takes, or ``{name: inputs}`` where
+  they take different ones (a recipe's arguments). ``samples_s[r]`` is round ``r``'s sample, for paired ratios.
+  """
   samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in contenders}
   for r in range(rounds):
     order = list(contenders) if r % 2 == 0 else list(reversed(contenders))
     for name in order:
-      samples[name].append(trace_and_compile_s(contenders[name], inputs))
+      args = inputs[name] if isinstance(inputs, dict) else inputs
+      samples[name].append(trace_and_compile_s(contenders[name], args))
   return {
     name: {
       "median_s": statistics.median(sum(s) for s in parts),

@@ -144,12 +144,17 @@ def measure_row(batch: int, vocab: int, rounds: int, compile_repeats: int) -> di
   torch_calls = _torch_contenders(batch, vocab)
   for workload, contenders in _jax_contenders(batch, vocab).items():
     calls: dict[str, Callable[[], Any]] = {}
-    compile_s, temporaries = {}, {}
+    temporaries = {}
     for name, (fn, args) in contenders.items():
       compiled = jax.jit(fn).lower(*args).compile()
       calls[name] = lambda compiled=compiled, args=args: compiled(*args)
-      compile_s[name] = timing.compile_seconds(fn, args, repeats=compile_repeats)
       temporaries[name] = compiled.memory_analysis().temp_size_in_bytes
+    times = timing.compile_times(
+      {name: fn for name, (fn, _) in contenders.items()},
+      {name: args for name, (_, args) in contenders.items()},
+      compile_repeats,
+    )
+    compile_s = {name: t["median_s"] for name, t in times.items()}
     if workload in torch_calls:
       calls["pytorch"] = torch_calls[workload]
     inner = 3 if batch * vocab >= 8 * 128256 else 10

@@ -10,8 +10,9 @@ measured where a serving loop spends its time besides the benchmarked call (``be
 * ``top_p off``: ``top_p_mask(x, 1.0)`` (keeps every entry) against ``top_p_mask(x, 0.9)``;
 * ``vmap keys``: ``jax.vmap`` of the README's call over keys with shared logits against the vmapped ``lax.top_k(64)``
   recipe, with both programs' temporaries;
-* ``compile``: first-call trace + compile (JAX's caches emptied before each) of the step, each mask and the
-  vmapped step against the recipe a user writes for it (``lax.top_k(64)`` + softmax + ``cumsum`` + categorical;
+* ``compile``: trace + compile (the benchmarks' one warm method, ``timing.compile_times``: a fresh function,
+  dmljax's jit caches cleared) of the step, each mask and the vmapped step against the recipe a user writes for it
+  (``lax.top_k(64)`` + softmax + ``cumsum`` + categorical;
   the sort recipes for runtime k and p; softmax and a comparison for min-p).
 
 Speed ratios are paired medians: contenders alternate within each round, and the ratio is taken per round.
@@ -142,14 +143,11 @@ def compile_ratios(rounds: int) -> dict[str, Any]:
   }
   out = {}
   for name, (ours, args, recipe, recipe_args) in pairs.items():
-    samples: dict[str, list[float]] = {"dmljax": [], "recipe": []}
-    for r in range(rounds):
-      order = (("dmljax", ours, args), ("recipe", recipe, recipe_args))
-      for who, fn, a in order if r % 2 == 0 else order[::-1]:
-        samples[who].append(timing.compile_seconds(fn, a, repeats=1, clear=True))
+    times = timing.compile_times({"dmljax": ours, "recipe": recipe}, {"dmljax": args, "recipe": recipe_args}, rounds)
+    mine, theirs = times["dmljax"]["samples_s"], times["recipe"]["samples_s"]
     out[name] = {
-      "seconds": {who: statistics.median(s) for who, s in samples.items()},
-      "ratio": statistics.median(a / b for a, b in zip(samples["dmljax"], samples["recipe"], strict=True)),
+      "seconds": {who: t["median_s"] for who, t in times.items()},
+      "ratio": statistics.median(a / b for a, b in zip(mine, theirs, strict=True)),
     }
   return out
 

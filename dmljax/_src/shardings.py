@@ -98,19 +98,25 @@ def varying_as(x: jax.Array, *like: Any) -> jax.Array:
   return _varying_along(x, frozenset().union(*(varying_axes(a) or frozenset() for a in like if a is not None)))
 
 
-def cond(predicate: jax.Array, on_true: Callable[[], Any], on_false: Callable[[], Any]) -> Any:
-  """``lax.cond(predicate, on_true, on_false)`` whose two branches' outputs get one type inside ``jax.shard_map``:
-  each output varying along the manual axes either branch's varies along (``lax.cond`` wants them equal, and a
-  branch that returns a constant is the same on every device where the other is not)."""
+def typed_branches(
+  on_true: Callable[[], Any], on_false: Callable[[], Any]
+) -> tuple[Callable[[], Any], Callable[[], Any]]:
+  """``lax.cond``'s two branches, their outputs given one type inside ``jax.shard_map``: each output varying along
+  the manual axes either branch's varies along (``lax.cond`` wants them equal, and a branch that returns a constant
+  is the same on every device where the other is not). Outside ``shard_map``, the branches as given.
+
+  The caller calls ``jax.lax.cond(predicate, *typed_branches(a, b))`` itself, so that the conditional's source
+  location (in the compiled program's metadata, which the compiled-path reader keys on) is the caller's line.
+  """
   if not jax.sharding.get_abstract_mesh().manual_axes:
-    return jax.lax.cond(predicate, on_true, on_false)
+    return on_true, on_false
   shapes = [jax.eval_shape(branch) for branch in (on_true, on_false)]
   joined = jax.tree.map(lambda a, b: (varying_axes(a) or frozenset()) | (varying_axes(b) or frozenset()), *shapes)
 
   def typed(branch: Callable[[], Any]) -> Callable[[], Any]:
     return lambda: jax.tree.map(_varying_along, branch(), joined)
 
-  return jax.lax.cond(predicate, typed(on_true), typed(on_false))
+  return typed(on_true), typed(on_false)
 
 
 def program_devices(ctx: Any) -> int:

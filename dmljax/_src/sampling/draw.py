@@ -114,7 +114,7 @@ def _listed_draw(
   state = tuple(shardings.varying_as(a, *like) for a in start)
   raced = lambda: lax.while_loop(races, chunk, state)[2]  # noqa: E731
   whole = lambda: _whole_row_draw(logits, decision, divisor, bound, key, row)  # noqa: E731
-  return shardings.cond(count[0] * 2 > length, whole, raced)
+  return lax.cond(count[0] * 2 > length, *shardings.typed_branches(whole, raced))
 
 
 def decide(

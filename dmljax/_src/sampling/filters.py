@@ -320,10 +320,12 @@ def _searched(rows: Rows, filters: Filters, counting: jax.Array) -> Cut:
   whole = search.everything(batch, rows.length, jax.eval_shape(rows.key).dtype)
   cut_k: Cut | None = None
   if k is not None:
-    cut_k = shardings.cond(
+    cut_k = lax.cond(
       jnp.any(counting),
-      lambda: _where(counting, search.cut(rows.logits, rows.key, _count_target(rows, k)), whole),
-      lambda: whole,
+      *shardings.typed_branches(
+        lambda: _where(counting, search.cut(rows.logits, rows.key, _count_target(rows, k)), whole),
+        lambda: whole,
+      ),
     )
   if p is None:
     assert cut_k is not None
@@ -333,7 +335,7 @@ def _searched(rows: Rows, filters: Filters, counting: jax.Array) -> Cut:
   def by_mass() -> Cut:
     return _where(p >= 1, prior, search.cut(rows.logits, rows.key, _mass_target(rows, p, cut_k)))
 
-  return shardings.cond(jnp.any(p < 1), by_mass, lambda: prior)
+  return lax.cond(jnp.any(p < 1), *shardings.typed_branches(by_mass, lambda: prior))
 
 
 def _where(condition: jax.Array, a: Cut, b: Cut) -> Cut:
