@@ -1,9 +1,11 @@
-// The thread pool helpers dmljax's CPU kernels share (csrc/cpu_top_k.cc, csrc/cpu_reduce_extreme.cc): units of
+// The thread pool helpers dmljax's CPU kernels share (csrc/cpu_top_k.cc, csrc/cpu_reduce_extreme.cc,
+// csrc/cpu_arg_extreme.cc): units of
 // work taken from one atomic counter by the calling thread and by helpers scheduled on XLA's intra-op pool. The
 // caller waits only for units that some thread has already taken, so it never waits on a helper that has not
 // started (no deadlock when every pool thread is busy). The first exception a unit throws is kept, the units
 // taken after it are skipped, and once every unit taken has finished it is rethrown on the calling thread.
-// And the scratch memory of a call (Scratch): XLA's FFI scratch allocator where the runtime has one, else the heap.
+// And the scratch memory of a call (Scratch): XLA's FFI scratch allocator where the runtime has one, else the heap;
+// and how the reduction kernels cut (outer, n, inner) rows into units (RowSplit).
 
 #ifndef DMLJAX_CSRC_CPU_PARALLEL_H_
 #define DMLJAX_CSRC_CPU_PARALLEL_H_
@@ -178,6 +180,55 @@ class Scratch {
   ffi::ScratchAllocator& allocator_;
   std::vector<std::unique_ptr<unsigned char[]>> heap_;
 };
+
+// How a reduction kernel (csrc/cpu_reduce_extreme.cc, csrc/cpu_arg_extreme.cc) cuts (outer, n, inner) rows, reduced
+// along n, into units of work: groups of rows; where there are fewer groups than units, blocks of columns (inner > 1)
+// too, a tile (`tile` columns) each at least; where there are fewer rows than units and still fewer units, chunks of
+// n, each reading at least `min_bytes_per_unit` (none empty). Only chunks need memory beyond the output (a partial
+// result per row, chunk and column, which a second pass combines), and they are cut only where outer * blocks <
+// units, so blocks is the column tiles' count and chunks <= units / (outer * blocks) + 1: fewer than 2 * units * tile
+// partial results, and at most units times the output, whatever the input's size.
+struct RowSplit {
+  int64_t per_group, groups;  // rows in a group, and the groups
+  int64_t width, blocks;      // columns in a block, and the blocks
+  int64_t length, chunks;     // elements of n in a chunk, and the chunks (1: every unit holds all of n)
+
+  int64_t Units() const { return groups * blocks * chunks; }
+  // The partial results the chunks write (none where every unit holds all of n).
+  int64_t Slots(int64_t outer, int64_t inner) const { return chunks > 1 ? outer * chunks * inner : 0; }
+};
+
+inline RowSplit SplitRows(int64_t threads, int64_t outer, int64_t n, int64_t inner, int64_t element_bytes,
+                          int64_t tile, int64_t units_per_thread, int64_t min_bytes_per_unit) {
+  RowSplit split;
+  const int64_t wanted = threads > 1 ? threads * units_per_thread : 1;
+  split.per_group = (outer + std::min(outer, wanted) - 1) / std::min(outer, wanted);
+  split.groups = (outer + split.per_group - 1) / split.per_group;
+  split.width = inner;
+  if (inner > 1 && split.groups < wanted) {
+    const int64_t parts = std::min((wanted + split.groups - 1) / split.groups, (inner + tile - 1) / tile);
+    split.width = (inner + parts - 1) / parts;
+  }
+  split.blocks = (inner + split.width - 1) / split.width;
+  split.length = n;
+  if (outer < wanted && split.groups * split.blocks < wanted) {  // one row a group, and still too few units
+    const int64_t unit_bytes = n * split.width * element_bytes;
+    const int64_t most = std::max<int64_t>(1, unit_bytes / min_bytes_per_unit);
+    const int64_t rows = split.groups * split.blocks;
+    const int64_t chunks = std::min({(wanted + rows - 1) / rows, most, n});
+    split.length = (n + chunks - 1) / chunks;
+  }
+  split.chunks = (n + split.length - 1) / split.length;
+  return split;
+}
+
+// The threads a call over `bytes` of input runs on: the calling thread alone below `min_parallel_bytes`, else up to
+// the pool's, each with `min_bytes_per_unit` of the input at least.
+inline int64_t ThreadsFor(ffi::ThreadPool& pool, int64_t bytes, int64_t min_parallel_bytes,
+                          int64_t min_bytes_per_unit) {
+  if (bytes < min_parallel_bytes) return 1;
+  return std::max<int64_t>(1, std::min<int64_t>(pool.num_threads(), bytes / min_bytes_per_unit));
+}
 
 // body() for an FFI entry point, with every C++ exception turned into an FFI error (XLA raises it in Python):
 // `kernel` names the handler in the message, `fallback` what DMLJAX_CPU_KERNEL=0 runs instead ("selection").

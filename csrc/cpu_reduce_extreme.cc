@@ -221,13 +221,11 @@ void ReduceUnit(const typename Type::Bits* x, const Shape& s, const Unit<Type>& 
 // Below this many partial maxima the combine runs on the calling thread.
 constexpr int64_t kMinParallelCombine = int64_t{1} << 14;
 
-// Units of work: groups of rows; where there are fewer groups than units, blocks of columns (inner > 1) too; where
-// there are fewer rows than units and still fewer units, chunks of n. A unit that holds all of n writes its answers
-// to the output. Chunks write partial maxima, which a second parallel pass combines per (row, tile of columns):
-// the call's only scratch, outer * chunks * inner partial maxima (a key, and for floats a NaN). Chunks are cut
-// only where outer * blocks < units, so blocks is the column tiles' count and chunks <= units / (outer * blocks)
-// + 1: fewer than 2 * units * kTile partial maxima (8192 a thread, 128 KiB for float64), and at most units times
-// the output, whatever the input's size.
+// Units of work as SplitRows cuts them (cpu_parallel.h): groups of rows, blocks of columns, chunks of n. A unit that
+// holds all of n writes its answers to the output. Chunks write partial maxima, which a second parallel pass
+// combines per (row, tile of columns): the call's only scratch, outer * chunks * inner partial maxima (a key, and
+// for floats a NaN), fewer than 2 * units * kTile (8192 a thread, 128 KiB for float64), and at most units times the
+// output, whatever the input's size.
 template <typename Type>
 void Extreme(ffi::ThreadPool& pool, Scratch& scratch, int64_t threads, const Shape& s, bool find_max,
              const void* input, void* output) {
@@ -237,35 +235,21 @@ void Extreme(ffi::ThreadPool& pool, Scratch& scratch, int64_t threads, const Sha
   Bits* out = static_cast<Bits*>(output);
   Bits flip = 0;
   if (!find_max) flip = Type::kFloat ? static_cast<Bits>(Bits{1} << (sizeof(Bits) * 8 - 1)) : static_cast<Bits>(~Bits{0});
-  const int64_t wanted = threads > 1 ? threads * kUnitsPerThread : 1;
-  const int64_t per_group = (s.outer + std::min(s.outer, wanted) - 1) / std::min(s.outer, wanted);
-  const int64_t groups = (s.outer + per_group - 1) / per_group;
-  int64_t width = s.inner;
-  if (s.inner > 1 && groups < wanted) {
-    const int64_t split = std::min((wanted + groups - 1) / groups, (s.inner + kTile - 1) / kTile);  // a tile each
-    width = (s.inner + split - 1) / split;
-  }
-  const int64_t blocks = (s.inner + width - 1) / width;
-  int64_t length = s.n;
-  if (s.outer < wanted && groups * blocks < wanted) {  // one row a group, and still too few units
-    const int64_t unit_bytes = s.n * width * static_cast<int64_t>(sizeof(Bits));
-    const int64_t most = std::max<int64_t>(1, unit_bytes / kMinBytesPerUnit);
-    const int64_t chunks = std::min({(wanted + groups * blocks - 1) / (groups * blocks), most, s.n});
-    length = (s.n + chunks - 1) / chunks;
-  }
-  const int64_t chunks = (s.n + length - 1) / length;  // none empty
-  const int64_t slots = chunks > 1 ? s.outer * chunks * s.inner : 0;
+  const RowSplit split = SplitRows(threads, s.outer, s.n, s.inner, static_cast<int64_t>(sizeof(Bits)), kTile,
+                                   kUnitsPerThread, kMinBytesPerUnit);
+  const int64_t blocks = split.blocks, chunks = split.chunks;
+  const int64_t slots = split.Slots(s.outer, s.inner);
   Key* keys = scratch.Allocate<Key>(static_cast<size_t>(slots));
   Bits* nans = Type::kFloat ? scratch.Allocate<Bits>(static_cast<size_t>(slots)) : nullptr;
-  ParallelFor(pool, threads, groups * blocks * chunks, [&](int64_t unit) {
+  ParallelFor(pool, threads, split.Units(), [&](int64_t unit) {
     const int64_t group = unit / (blocks * chunks), block = unit / chunks % blocks, chunk = unit % chunks;
     Unit<Type> u;
-    u.first_row = group * per_group;
-    u.last_row = std::min(s.outer, u.first_row + per_group);
-    u.first_col = block * width;
-    u.last_col = std::min(s.inner, u.first_col + width);
-    u.begin = chunk * length;
-    u.end = std::min(s.n, u.begin + length);
+    u.first_row = group * split.per_group;
+    u.last_row = std::min(s.outer, u.first_row + split.per_group);
+    u.first_col = block * split.width;
+    u.last_col = std::min(s.inner, u.first_col + split.width);
+    u.begin = chunk * split.length;
+    u.end = std::min(s.n, u.begin + split.length);
     u.flip = flip;
     u.out = chunks == 1 ? out : nullptr;
     u.keys = keys;
@@ -318,10 +302,7 @@ ffi::Error CheckedExtreme(ffi::ThreadPool& pool, ffi::ScratchAllocator& allocato
   }
   if (s.outer == 0 || s.inner == 0) return ffi::Error::Success();
   const int64_t bytes = s.outer * s.n * s.inner * width;
-  int64_t threads = 1;
-  if (bytes >= kMinParallelBytes) {
-    threads = std::max<int64_t>(1, std::min(pool.num_threads(), bytes / kMinBytesPerUnit));
-  }
+  const int64_t threads = ThreadsFor(pool, bytes, kMinParallelBytes, kMinBytesPerUnit);
   const void* in = input.untyped_data();
   void* out = output->untyped_data();
   Scratch scratch(allocator);

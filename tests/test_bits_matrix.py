@@ -56,7 +56,7 @@ from reference import (
 )
 
 import dmljax as dml
-from dmljax._src import platform
+from dmljax._src import cpu_kernel_library, platform
 from dmljax._src.strategies import dispatch
 from dmljax._src.strategies.case import Case
 
@@ -432,8 +432,13 @@ OPS: tuple[Op, ...] = (
 # Paths -------------------------------------------------------------------------------------------------------
 
 # "auto": the platform's own choice (CPU here, with the compiled CPU kernels where built); "cpu_no_kernel": the
-# CPU branch without them (a build without a C++ compiler: XLA's top-k selections, REDUCE MAX/MIN's composition).
+# CPU branch without them (a build without a C++ compiler: XLA's top-k selections, REDUCE MAX/MIN's and
+# argmin/argmax's compositions).
 BRANCHES: tuple[str, ...] = ("auto", *platform.BRANCHES, "cpu_no_kernel")
+# The paths every operator is sampled on: with the CPU kernels and without them.
+_KERNEL_PATHS = ("auto", "cpu_no_kernel")
+# argmin/argmax with both tie rules (rows of 40 elements: the compiled kernel on "auto").
+_ARG_OPS = frozenset(f"arg{kind}_{ties}" for kind in ("max", "min") for ties in ("first", "last"))
 
 
 def _strategy_branch(name: str) -> platform.Branch:
@@ -745,6 +750,8 @@ def _coverage(cell: Cell) -> set[tuple[Any, ...]]:
   covered: set[tuple[Any, ...]] = {("op-column", cell.op.id, cell.column), ("op-x64", cell.op.id, cell.x64)}
   if not cell.path.startswith("strategy:"):
     covered.add(("dtype-path", cell.dtype.name, cell.path))
+  if cell.path in _KERNEL_PATHS:  # every operator with and without the compiled CPU kernels
+    covered.add(("op-path", cell.op.id, cell.path))
   else:
     covered.add(("strategy", cell.path, _is_float(cell.dtype)))
   if cell.dtype in WIDE:
@@ -832,6 +839,20 @@ def test_sample_covers_every_type_path_column_and_strategy() -> None:
   assert wanted <= got, sorted(wanted - got)[:10]
   assert {(d.name, b) for d in DTYPES for b in BRANCHES} <= {k[1:] for k in got if k[0] == "dtype-path"}
   assert {s for s in STRATEGIES} <= {k[1] for k in got if k[0] == "strategy"}
+  assert {(o, p) for o in _ARG_OPS for p in _KERNEL_PATHS} <= {k[1:] for k in got if k[0] == "op-path"}
+
+
+def test_the_kernel_paths_differ_where_the_kernels_are_built() -> None:
+  """The two paths every operator is sampled on run different programs: ``auto`` the compiled argmin/argmax kernel
+  (where the package was built with it), ``cpu_no_kernel`` its composition."""
+  if not cpu_kernel_library.available():
+    pytest.skip(f"the package was built without the CPU kernels: {cpu_kernel_library.status()}")
+  for op in (op for op in OPS if op.id in _ARG_OPS):
+    (x,) = op.make(_seed(op.id, "float32"), np.dtype(np.float32))
+    for path, holds in (("auto", True), ("cpu_no_kernel", False)):
+      with _choice(path):
+        program = jax.jit(lambda v, op=op: op.call(v)).lower(x).as_text()
+      assert (cpu_kernel_library.ARG_EXTREME_TARGET in program) is holds, f"{op.id} on {path}"
 
 
 def test_a_program_lowered_after_its_choice_ended_keeps_it() -> None:

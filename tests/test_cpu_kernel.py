@@ -12,6 +12,7 @@ The transformation matrix (tests/test_matrix.py) has the kernel's rows too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -23,7 +24,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from _helpers import assert_bitwise_equal, bits, x64
-from reference import ref_extreme, ref_top_k
+from reference import ref_arg_reduce, ref_extreme, ref_top_k
 
 import dmljax as dml
 from dmljax._src import cpu_kernel_library, platform, rank_keys
@@ -395,3 +396,210 @@ def test_reduce_kernel_stays_out_of_exports_programs_of_several_devices_and_a_ch
   assert_bitwise_equal(lowered.compile()(sharded), want, "sharded")
   with platform.choosing(cpu_kernel=False):
     assert cpu_kernel_library.REDUCE_EXTREME_TARGET not in jax.jit(lambda v: dml.reduce(v, "min", 1)).lower(x).as_text()
+
+
+# argmin/argmax (csrc/cpu_arg_extreme.cc, reduction_kernels.arg_extreme) ----------------------------------------
+
+ARG_TYPES = tuple(np.dtype(t) for t in (np.float32, np.float16, np.int8, np.int16, np.int32, np.uint8, np.uint16))
+ARG_TYPES += (np.dtype(np.uint32), BFLOAT16)
+ARG_WIDE = (np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.uint64))
+TIES = ("first", "last")
+# (shape, axes): rows inline (short, and past the kernel's 1 KiB blocks) and over threads, few long rows cut into
+# chunks (their answers combined), a leading axis (columns), middle axes, every axis, columns of few rows cut into
+# chunks (one row group, a few columns), rows of two elements (the tail loop alone).
+ARG_LAYOUTS = [
+  ((6, 4096), (1,)),
+  ((5, 37), (1,)),
+  ((64, 8192), (1,)),
+  ((4, 150000), (1,)),
+  ((1000, 300), (0,)),
+  ((3, 200, 1500), (1,)),
+  ((4, 64, 65), (0, 1)),
+  ((48, 1024), (0, 1)),
+  ((1, 200000, 3), (1,)),
+  ((3000, 2), (1,)),
+]
+
+
+def _rows3(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, int, int]:
+  """(outer, n, inner): the layout the kernel reads, written here from the shape."""
+  return (
+    int(np.prod(shape[: axes[0]])),
+    int(np.prod(shape[axes[0] : axes[-1] + 1])),
+    int(np.prod(shape[axes[-1] + 1 :])),
+  )
+
+
+def _arg_sample(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...], axes: tuple[int, ...]) -> np.ndarray:
+  """Random bits with every class mixed in (``_extreme_sample``), and three blocks in four of heavy ties: a pool of
+  both zeros and 1 (MIN ties on the zeros), of both zeros and -1 (MAX ties on them), or of the specials (NaNs of
+  several payloads and both signs, infinities, the extremes), so that first and last differ in almost every block."""
+  x = _extreme_sample(rng, dtype, shape)
+  outer, n, inner = _rows3(shape, axes)
+  view = x.reshape(outer, n, inner)  # the same memory: blocks along the reduced axes
+  specials = _specials(dtype)
+  if dtype.kind == "f":
+    low = np.array([0.0, -0.0, 1.0], np.float64).astype(dtype)
+    high = np.array([0.0, -0.0, -1.0], np.float64).astype(dtype)
+  else:
+    low, high = specials[3:5], specials[2:4]  # two values, the smaller (larger) one tied
+  for o in range(outer):
+    for i in range(inner):
+      pool = (None, low, high, specials)[(o * inner + i) % 4]
+      if pool is not None:
+        view[o, :, i] = rng.choice(pool, n)
+  return x
+
+
+def _kernel_arg(x: Any, find_max: bool, axes: tuple[int, ...], ties: str) -> jax.Array:
+  op = dml.argmax if find_max else dml.argmin
+  fn = jax.jit(lambda v: op(v, axes, ties=ties, keepdims=True, index_dtype=jnp.int32))
+  assert cpu_kernel_library.ARG_EXTREME_TARGET in fn.lower(x).as_text()  # the kernel runs, not the composition
+  return fn(x)
+
+
+def _reference_arg(x: np.ndarray, find_max: bool, axes: tuple[int, ...], ties: str) -> np.ndarray:
+  direction = "decreasing" if ties == "last" else "increasing"
+  with np.errstate(invalid="ignore"):  # NumPy warns when it widens a signalling NaN
+    return ref_arg_reduce(x, axes, "max" if find_max else "min", direction).astype(np.int32)
+
+
+def _check_arg(x: np.ndarray, axes: tuple[int, ...], what: str) -> None:
+  for find_max in (True, False):
+    for ties in TIES:
+      got = _kernel_arg(x, find_max, axes, ties)
+      want = _reference_arg(x, find_max, axes, ties)
+      assert_bitwise_equal(got, want, f"{what} {'argmax' if find_max else 'argmin'} ties={ties}")
+
+
+@needs_kernel
+@pytest.mark.parametrize(("shape", "axes"), ARG_LAYOUTS, ids=str)
+@pytest.mark.parametrize("dtype", ARG_TYPES, ids=str)
+def test_arg_kernel_matches_the_reference(dtype: np.dtype, shape: tuple[int, ...], axes: tuple[int, ...]) -> None:
+  x = _arg_sample(np.random.default_rng([dtype.num, *shape]), dtype, shape, axes)
+  _check_arg(x, axes, f"{dtype.name} {shape} {axes}")
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", ARG_WIDE, ids=str)
+def test_arg_kernel_of_64_bit_types(dtype: np.dtype) -> None:
+  with x64():
+    for shape, axes in ARG_LAYOUTS[:5] + ARG_LAYOUTS[-2:]:
+      x = _arg_sample(np.random.default_rng([dtype.num, *shape]), dtype, shape, axes)
+      _check_arg(x, axes, f"{dtype.name} {shape} {axes}")
+
+
+def _pairs(dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+  """(pairs, 2): every bit pattern of an 8- or 16-bit type (specials and random ones of wider types) against each
+  of a few probes (the specials and some random patterns), in both orders: argmax of a pair says how the order key
+  ranks its two elements (first: the second is larger; last: it is larger or equal)."""
+  every = _patterns(dtype, rng)
+  probes = np.concatenate([_specials(dtype), every[:4]])
+  first, second = np.repeat(every, probes.size), np.tile(probes, every.size)
+  return np.stack([np.concatenate([first, second]), np.concatenate([second, first])], axis=1)
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", ARG_TYPES + ARG_WIDE, ids=str)
+def test_arg_kernel_ranks_every_pattern_as_the_order_key(dtype: np.dtype) -> None:
+  """Every bit pattern of the 8- and 16-bit types (special and random ones of the wider types) compared with
+  specials and random patterns in pairs, in rows (the kernel's row scan) and in columns (its column tiles), and
+  read in rows of 4096 (its blocks)."""
+  with x64() if dtype in ARG_WIDE else contextlib.nullcontext():
+    rng = np.random.default_rng([30, dtype.num])
+    pairs = _pairs(dtype, rng)
+    _check_arg(pairs, (1,), f"{dtype.name} pairs in rows")
+    _check_arg(np.ascontiguousarray(pairs.T), (0,), f"{dtype.name} pairs in columns")
+    every = _patterns(dtype, rng)
+    stream = np.concatenate([rng.permutation(every) for _ in range(max(1, 16384 // every.size))])  # 8-bit: repeats
+    rows = stream[: stream.size // 4096 * 4096].reshape(-1, 4096)
+    _check_arg(rows, (1,), f"{dtype.name} every pattern in rows of 4096")
+
+
+@needs_kernel
+def test_arg_kernel_on_ascending_descending_and_constant_rows() -> None:
+  """Rows whose peak rises at every element (every block read again for its position) or sits first, and rows of
+  one value (every element tied), in rows that run inline, over threads, and cut into chunks."""
+  for n in (3000, 70000, 600000):
+    ascending = np.arange(n, dtype=np.int32)
+    for x in (np.stack([ascending, ascending[::-1], np.zeros(n, np.int32)]), ascending[None]):
+      _check_arg(x, (1,), f"int32 n={n} rows {x.shape[0]}")
+      _check_arg(x.astype(np.float32), (1,), f"float32 n={n} rows {x.shape[0]}")
+      _check_arg(np.ascontiguousarray(x.T), (0,), f"int32 n={n} columns {x.shape[0]}")
+
+
+@needs_kernel
+def test_arg_kernel_runs_every_entry_point() -> None:
+  """dml.argmax/argmin, REDUCE's ARGMAX/ARGMIN and the descriptor path run the one program, so the kernel too."""
+  x = _arg_sample(np.random.default_rng(12), np.dtype(np.float32), (8, 512), (1,))
+  desc = dml.ArgMaxDesc.from_inputs(dml.TensorDesc(dml.DataType.FLOAT32, x.shape), axes=(1,))
+  calls = {
+    "argmax": (lambda v: dml.argmax(v, 1, keepdims=True, index_dtype=jnp.uint32), True),
+    "argmin": (lambda v: dml.argmin(v, 1, keepdims=True, index_dtype=jnp.uint32), False),
+    "REDUCE ARGMAX": (lambda v: dml.reduce(v, "argmax", 1, keepdims=True, index_dtype=jnp.uint32), True),
+    "REDUCE ARGMIN": (lambda v: dml.reduce(v, "argmin", 1, keepdims=True, index_dtype=jnp.uint32), False),
+    "ARGMAX descriptor": (lambda v: dml.execute(desc, v), True),
+  }
+  for name, (call, find_max) in calls.items():
+    fn = jax.jit(call)
+    assert cpu_kernel_library.ARG_EXTREME_TARGET in fn.lower(x).as_text(), name
+    assert_bitwise_equal(fn(x), _reference_arg(x, find_max, (1,), "first").astype(np.uint32), name)
+
+
+@needs_kernel
+def test_arg_kernel_under_vmap_grad_and_jvp() -> None:
+  """A batch is more rows; the index has a zero (float0) tangent and passes a zero cotangent back, and a value picked
+  by it gets the whole cotangent: each program holds the kernel."""
+  rng = np.random.default_rng(13)
+  x = _arg_sample(rng, np.dtype(np.float32), (3, 8, 512), (2,))
+  vmapped = jax.jit(jax.vmap(lambda v: dml.argmin(v, 1, ties="last", index_dtype=jnp.int32)))
+  assert cpu_kernel_library.ARG_EXTREME_TARGET in vmapped.lower(x).as_text()
+  assert_bitwise_equal(vmapped(x), _reference_arg(x, False, (2,), "last")[..., 0], "vmap")
+  columns = jax.jit(jax.vmap(lambda v: dml.argmax(v, 0, index_dtype=jnp.int32), in_axes=2, out_axes=1))
+  assert cpu_kernel_library.ARG_EXTREME_TARGET in columns.lower(x).as_text()
+  assert_bitwise_equal(columns(x), _reference_arg(x, True, (0,), "first")[0], "vmap over the last axis")
+
+  finite = rng.normal(size=(4, 512)).astype(np.float32)
+  as_float = jax.jit(jax.grad(lambda v: dml.argmax(v, 1).astype(jnp.float32).sum()))  # the index is dead code there
+  assert_bitwise_equal(as_float(finite), np.zeros_like(finite), "zero cotangent")
+  (back,) = jax.vjp(lambda v: dml.argmax(v, 1), finite)[1](np.zeros((4,), jax.dtypes.float0))
+  assert_bitwise_equal(back, np.zeros_like(finite), "vjp of the index")
+  _, tangent = jax.jvp(lambda v: dml.argmin(v, 1), (finite,), (np.ones_like(finite),))
+  assert tangent.dtype == jax.dtypes.float0 and tangent.shape == (4,)
+
+  def picked(v: jax.Array) -> jax.Array:
+    return jnp.take_along_axis(v, dml.argmax(v, 1, keepdims=True), axis=1).sum()
+
+  grad = jax.jit(jax.grad(picked))
+  assert cpu_kernel_library.ARG_EXTREME_TARGET in grad.lower(finite).as_text()
+  want = np.zeros_like(finite)
+  np.put_along_axis(want, finite.argmax(1)[:, None], np.float32(1), axis=1)
+  assert_bitwise_equal(grad(finite), want, "gradient through the picked value")
+
+
+@needs_kernel
+def test_arg_kernel_stays_out_of_exports_programs_of_several_devices_and_a_choice_without_it() -> None:
+  """The composition runs there, with the same bits; axes apart keep it too (the variadic reduction)."""
+  x = _arg_sample(np.random.default_rng(14), np.dtype(np.float32), (8, 1024), (1,))
+  want = _reference_arg(x, True, (1,), "last")[:, 0]
+
+  def call(v: jax.Array) -> jax.Array:
+    return dml.argmax(v, 1, ties="last", index_dtype=jnp.int32)
+
+  exported = jax.export.export(jax.jit(call))(x)
+  assert f"@{cpu_kernel_library.ARG_EXTREME_TARGET}" not in exported.mlir_module()  # no custom call (its locations
+  # still name the primitive)
+  assert_bitwise_equal(jax.export.deserialize(exported.serialize()).call(x), want, "export")
+  mesh = jax.make_mesh((len(jax.devices()),), ("d",), axis_types=(jax.sharding.AxisType.Auto,))
+  sharded = jax.device_put(x, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d")))
+  lowered = jax.jit(call).lower(sharded)
+  assert cpu_kernel_library.ARG_EXTREME_TARGET not in lowered.as_text()
+  assert_bitwise_equal(lowered.compile()(sharded), want, "sharded")
+  with platform.choosing(cpu_kernel=False):
+    program = jax.jit(lambda v: dml.argmin(v, 1, index_dtype=jnp.int32))
+    assert cpu_kernel_library.ARG_EXTREME_TARGET not in program.lower(x).as_text()
+    assert_bitwise_equal(program(x), _reference_arg(x, False, (1,), "first")[:, 0], "without the kernel")
+  apart = _arg_sample(np.random.default_rng(15), np.dtype(np.float32), (6, 5, 7), (0,))
+  program = jax.jit(lambda v: dml.argmin(v, (0, 2), keepdims=True, index_dtype=jnp.int32))
+  assert cpu_kernel_library.ARG_EXTREME_TARGET not in program.lower(apart).as_text()
+  assert_bitwise_equal(program(apart), _reference_arg(apart, False, (0, 2), "first"), "axes apart")

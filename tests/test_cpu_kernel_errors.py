@@ -1,12 +1,12 @@
 """The CPU kernels' error path: a C++ exception in a kernel is a Python error, never a terminated process.
 
-The kernels (csrc/cpu_top_k.cc, csrc/cpu_reduce_extreme.cc) catch every C++ exception, on the calling thread or
-on a thread of XLA's pool, and return it to XLA as an FFI error. The exceptions are real ones, thrown where the
-kernels' work runs: the library reads ``DMLJAX_CPU_KERNEL_FAULT`` once per process, and with it set the first
-unit of work of every call throws ``std::bad_alloc`` (as a failed buffer allocation would), a
-``std::runtime_error`` or an ``int`` (no ``std::exception`` at all). Each runs in a process of its own, on a
-small input (run on the calling thread) and a large one (spread over the pool's threads), for each kernel, and
-the process must go on afterwards.
+The kernels (csrc/cpu_top_k.cc, csrc/cpu_reduce_extreme.cc, csrc/cpu_arg_extreme.cc) catch every C++ exception, on
+the calling thread or on a thread of XLA's pool, and return it to XLA as an FFI error. The exceptions are real ones,
+thrown where the kernels' work runs: the library reads ``DMLJAX_CPU_KERNEL_FAULT`` once per process, and with it set
+the first unit of work of every call throws ``std::bad_alloc`` (as a failed buffer allocation would), a
+``std::runtime_error`` or an ``int`` (no ``std::exception`` at all). Each runs in a process of its own, on a small
+input (run on the calling thread) and a large one (spread over the pool's threads), for each kernel, and the process
+must go on afterwards.
 """
 
 from __future__ import annotations
@@ -44,19 +44,22 @@ for name, shape in (("calling thread", (4, 1000)), ("pool threads", (64, 8192)))
       results[name] = "no error"
     except Exception as error:
       results[name] = f"{type(error).__name__}: {error}"
-  fn = jax.jit(lambda x: dml.reduce(x, "max", 1))
-  assert cpu_kernel_library.REDUCE_EXTREME_TARGET in fn.lower(x).as_text()
-  try:
-    np.asarray(fn(x))
-    results[f"reduce, {name}"] = "no error"
-  except Exception as error:
-    results[f"reduce, {name}"] = f"{type(error).__name__}: {error}"
+  for kind, fn, target in (
+    ("reduce", jax.jit(lambda x: dml.reduce(x, "max", 1)), cpu_kernel_library.REDUCE_EXTREME_TARGET),
+    ("argmax", jax.jit(lambda x: dml.argmax(x, 1, ties="last")), cpu_kernel_library.ARG_EXTREME_TARGET),
+  ):
+    assert target in fn.lower(x).as_text()
+    try:
+      np.asarray(fn(x))
+      results[f"{kind}, {name}"] = "no error"
+    except Exception as error:
+      results[f"{kind}, {name}"] = f"{type(error).__name__}: {error}"
 values, _ = jax.jit(lambda x: jax.lax.top_k(x, 5))(x)  # the process goes on: XLA still runs programs
 results["after"] = bool(np.all(np.asarray(values) == -np.sort(-x, axis=1)[:, :5]))
 print("RESULTS " + json.dumps(results))
 """
 
-# Every part a message must hold; {kernel} is the kernel's name (the top-k kernel's, or REDUCE MAX/MIN's).
+# Every part a message must hold; {kernel} is the kernel's name (the top-k kernel's, REDUCE MAX/MIN's or argmax's).
 _EXPECTED = {
   "bad_alloc": ["RESOURCE_EXHAUSTED", "{kernel}: out of memory", "DMLJAX_CPU_KERNEL=0"],
   "runtime_error": ["INTERNAL", "{kernel}: fault injected by DMLJAX_CPU_KERNEL_FAULT", "please report it"],
@@ -76,8 +79,9 @@ def test_an_exception_in_the_kernel_is_a_python_error(fault: str) -> None:
   line = next(line for line in run.stdout.splitlines() if line.startswith("RESULTS "))
   results = json.loads(line.removeprefix("RESULTS "))
   assert results.pop("after") is True
-  assert len(results) == 4
+  assert len(results) == 6
+  kernels = {"reduce": "dmljax_cpu_reduce_extreme", "argmax": "dmljax_cpu_arg_extreme"}
   for where, message in results.items():
-    kernel = "dmljax_cpu_reduce_extreme" if where.startswith("reduce") else "dmljax_cpu_top_k"
+    kernel = kernels.get(where.split(",")[0], "dmljax_cpu_top_k")
     for part in _EXPECTED[fault]:
       assert part.format(kernel=kernel) in message, f"{fault} on the {where}: {part!r} not in {message!r}"

@@ -36,10 +36,11 @@ import dmljax as dml
 from dmljax._src import (
   cpu_kernel_library,
   gather_nd,
+  halving,
   index_math,
   platform,
   rank_keys,
-  reduce_extreme,
+  reduction_kernels,
   selection,
   trailing_peak,
 )
@@ -200,6 +201,14 @@ def _strategy(name: str) -> Callable[[], contextlib.AbstractContextManager[Any]]
   """A top-k strategy forced by name, Pallas kernels in interpret mode."""
   return lambda: platform.choosing(top_k=name, interpret=True)
 
+
+# What shows that argmin/argmax run the compiled CPU kernel (its FFI call in the program); where the package was built
+# without it, the halving it falls back to.
+_ARG_KERNEL_HLO = (cpu_kernel_library.ARG_EXTREME_TARGET,) if cpu_kernel_library.available() else ()
+_ARG_KERNEL_REACHES = ((reduction_kernels, "arg_extreme"),) if cpu_kernel_library.available() else ()
+# Over axes that are not trailing, the CPU branch without the kernel is the variadic reduction every platform runs:
+# those rows force the CPU branch only where the kernel makes it a program of its own.
+_ARG_KERNEL_BRANCH: platform.Branch | None = "cpu" if cpu_kernel_library.available() else None
 
 _L2_SCALE = np.float32(2.0**-46)  # ||x * scale|| < 2**-39: the gradient's rescaled branch
 
@@ -368,14 +377,34 @@ PATHS: list[Path] = [
     reaches=((one_pass, "kernel_top_k"),),
   ),
   _top_k_row("top_k/increasing_axis0", (24, 8), 4, 0, "cpu", direction="increasing", other_axis=1),
-  # argmin/argmax over trailing axes on CPU: on one device REDUCE's halving (blocks' peaks, then the peak's
-  # block read again; rows too short for blocks: two passes), on several devices or under a forced top-k
-  # strategy a top-1 selection (last=True for DECREASING); one variadic reduction of (key, index) pairs
-  # elsewhere (GPUs, TPUs, other axes, explicitly sharded axes: the sharding columns).
-  _arg_row("argmax/cpu_blocks", (6, 1024), (1,), "cpu", reaches=((reduce_extreme, "peak_position"),)),
-  _arg_row("argmin/cpu_blocks_last", (6, 1024), (1,), "cpu", direction="decreasing"),
-  _arg_row("argmax/leading_axis", (96, 5), (0,), None, reaches=((peak, "peak_index"),)),
-  _arg_row("argmax/cpu_two_passes", (6, 40), (1,), "cpu", reaches=((reduce_extreme, "_first_holding"),)),
+  # argmin/argmax on CPU in a program of one device, over axes next to each other (trailing or not: the kernel's
+  # columns), both tie rules: the compiled kernel (csrc/cpu_arg_extreme.cc) where the library is loaded, its
+  # composition where it is not (these rows then check that) and in exported programs.
+  _arg_row("argmax/cpu_kernel", (6, 1024), (1,), "cpu", reaches=_ARG_KERNEL_REACHES, hlo=_ARG_KERNEL_HLO),
+  _arg_row("argmin/cpu_kernel_last", (6, 1024), (1,), "cpu", direction="decreasing", hlo=_ARG_KERNEL_HLO),
+  _arg_row("argmax/cpu_kernel_leading_axis", (96, 6), (0,), _ARG_KERNEL_BRANCH, other_axis=1, hlo=_ARG_KERNEL_HLO),
+  _arg_row(
+    "argmin/cpu_kernel_middle_axes_last",
+    (4, 8, 10, 3),
+    (1, 2),
+    _ARG_KERNEL_BRANCH,
+    direction="decreasing",
+    reaches=_ARG_KERNEL_REACHES,
+    hlo=_ARG_KERNEL_HLO,
+  ),
+  _arg_row("argmax/cpu_kernel_int", (6, 1024), (1,), "cpu", make=_tied_int, hlo=_ARG_KERNEL_HLO),
+  # Without the kernel (a build without a C++ compiler), over trailing axes on CPU: on one device REDUCE's halving
+  # (blocks' peaks, then the peak's block read again; rows too short for blocks: two passes), on several devices or
+  # under a forced top-k strategy a top-1 selection (last=True for DECREASING); one variadic reduction of (key,
+  # index) pairs elsewhere (GPUs, TPUs, other axes, explicitly sharded axes: the sharding columns).
+  _arg_row(
+    "argmax/cpu_blocks", (6, 1024), (1,), "cpu", reaches=((halving, "peak_position"),), setup=_without_cpu_kernel
+  ),
+  _arg_row("argmin/cpu_blocks_last", (6, 1024), (1,), "cpu", direction="decreasing", setup=_without_cpu_kernel),
+  _arg_row("argmax/leading_axis", (96, 5), (0,), None, reaches=((peak, "peak_index"),), setup=_without_cpu_kernel),
+  _arg_row(
+    "argmax/cpu_two_passes", (6, 40), (1,), "cpu", reaches=((halving, "_first_holding"),), setup=_without_cpu_kernel
+  ),
   _arg_row(
     "argmax/cpu_top1",
     (6, 40),
@@ -383,7 +412,7 @@ PATHS: list[Path] = [
     "cpu",
     setup=_strategy("cpu_key_view"),
     reaches=((selection, "top_k_last_axis"),),
-    avoids=((reduce_extreme, "peak_position"),),
+    avoids=((halving, "peak_position"),),
   ),
   _arg_row(
     "argmax/cuda_reduction",
@@ -422,7 +451,7 @@ PATHS: list[Path] = [
     setup=_strategy("cpu_key_view"),
     reaches=((selection, "local_top_k"),),
   ),
-  _arg_row("argmin/cpu_trailing_pair", (4, 8, 10), (1, 2), "cpu", other_axis=0),
+  _arg_row("argmin/cpu_trailing_pair", (4, 8, 10), (1, 2), "cpu", other_axis=0, setup=_without_cpu_kernel),
   _arg_row("argmin/non_trailing", (8, 6, 8), (0, 2), None, other_axis=1, reaches=((peak, "peak_index"),)),
   _arg_row("argmax/non_trailing_last", (8, 6, 8), (0, 1), None, direction="decreasing", other_axis=2),
   # reduce: SUM over leading axes as a matrix-vector product on CPU, MULTIPLY by halving rows on CPU, and

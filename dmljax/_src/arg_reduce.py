@@ -30,14 +30,15 @@ from jax.typing import ArrayLike
 
 from dmljax._src import axes as axes_lib
 from dmljax._src import (
+  cpu_route,
   descriptor_path,
   dtypes,
   fields,
+  halving,
   platform,
   rank_keys,
-  reduce_extreme,
+  reduction_kernels,
   selection,
-  shardings,
   symbolic,
   tensor_desc,
   trailing_peak,
@@ -235,9 +236,15 @@ def _first_or_last_peak(
 ) -> jax.Array:
   """The lowest (or highest) flat index over ``axes`` at which ``x``'s :func:`rank_keys.extreme_key` is largest.
 
-  * CPU, a program of one device, trailing axes: REDUCE's fused halving
-    (:func:`reduce_extreme.peak_position`), the keys computed where they are read, so that nothing near the
-    input's size is written (a top-1 selection reads the keys written out whole).
+  The route is :func:`cpu_route.choose`'s:
+
+  * CPU, a program of one device, axes next to each other: the compiled kernel
+    (:func:`reduction_kernels.arg_extreme`: one custom call that reads the input once on every core, its keys
+    computed from the bits as :func:`rank_keys.extreme_key` computes them), for the types it takes and int32
+    indices, where the library is loaded; without it, over trailing axes, REDUCE's fused halving
+    (:func:`halving.peak_position`), the keys computed where they are read, so that nothing near the input's size
+    is written (a top-1 selection reads the keys written out whole). An exported program holds the halving (or,
+    over other axes, the variadic reduction below) in the kernel's place.
   * CPU, several devices (or a forced top-k strategy), trailing axes: a top-1 selection of the flattened axes
     (XLA:CPU's vectorised selection), each device flattening its own block (:mod:`trailing_peak`; over one
     axis, :mod:`selection`), so along sharded axes one candidate per device is exchanged. The last peak is
@@ -255,7 +262,7 @@ def _first_or_last_peak(
   def by_reduction(x: jax.Array) -> jax.Array:
     return peak.peak_index(key_of(x), axes, flat_dtype, last=last)
 
-  if not trailing or flat_dtype != np.int32:
+  if flat_dtype != np.int32:
     return by_reduction(x)
 
   def by_selection(x: jax.Array) -> jax.Array:
@@ -265,15 +272,26 @@ def _first_or_last_peak(
     return trailing_peak.peak_index(key, len(axes), last=last)
 
   def by_halving(x: jax.Array) -> jax.Array:
-    return reduce_extreme.peak_position(x, axes, key_of, last=last)
+    return halving.peak_position(x, axes, key_of, last=last)
 
-  if platform.current().top_k is not None:  # a forced strategy: the selection that runs it
+  if trailing and platform.current().top_k is not None:  # a forced strategy: the selection that runs it
     return platform.branch(x, cpu=by_selection, default=by_reduction)
 
-  def cpu(x: jax.Array) -> jax.Array:
-    return shardings.by_program_devices(x, one_device=by_halving, several=by_selection, trace_several=True)
+  def fallback(rows: jax.Array) -> jax.Array:
+    """The kernel's composition on its (outer, n) or (outer, n, inner) rows: the one-device route without it."""
+    if rows.ndim == 2:
+      return halving.peak_position(rows, (1,), key_of, last=last)
+    return peak.peak_index(key_of(rows), (1,), flat_dtype, last=last)
 
-  return platform.branch(x, cpu=cpu, default=by_reduction)
+  def by_kernel(x: jax.Array) -> jax.Array:
+    return reduction_kernels.arg_extreme(x, axes, find_max=find_max, last=last, fallback=fallback)
+
+  kernel = by_kernel if np.dtype(x.dtype) in reduction_kernels.KERNEL_TYPES else None
+  if trailing:
+    return cpu_route.choose(
+      x, axes, default=by_reduction, one_device=by_halving, kernel=kernel, several=by_selection, trace_several=True
+    )
+  return cpu_route.choose(x, axes, default=by_reduction, kernel=kernel)
 
 
 TIES = ("first", "last")

@@ -58,14 +58,15 @@ from jax.typing import ArrayLike
 
 from dmljax._src import (
   arg_reduce,
+  cpu_route,
   descriptor_path,
   dtypes,
   enums,
   fields,
+  halving,
   narrow_integers,
   platform,
   reduce_extreme,
-  shardings,
   symbolic,
   tensor_desc,
 )
@@ -325,7 +326,7 @@ def _product_tree(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
   """
   kept = x.ndim - len(axes)
 
-  def halving(x: jax.Array) -> jax.Array:
+  def halved(x: jax.Array) -> jax.Array:
     rows = x.reshape(*x.shape[:kept], -1)
     while rows.shape[-1] > 16 and rows.shape[-1] % 2 == 0:
       half = rows.shape[-1] // 2
@@ -335,11 +336,10 @@ def _product_tree(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
   def plain(x: jax.Array) -> jax.Array:
     return jnp.prod(x, axes, keepdims=True, dtype=x.dtype)
 
-  if not shardings.blockwise(x, axes, trailing=True):
-    # An explicit sharding of a reduced axis would need the halving's reshapes to name their output
-    # shardings; the plain product lets XLA reduce each shard and combine the partial products.
-    return plain(x)
-  return platform.branch(x, cpu=halving, default=plain)
+  # The halving in a program of any number of devices (several=halving), where it can cut the rows: an explicit
+  # sharding of a reduced axis would need its reshapes to name their output shardings, so there the plain product
+  # lets XLA reduce each shard and combine the partial products.
+  return cpu_route.choose(x, axes, default=plain, one_device=halved, several=halved, trailing=True)
 
 
 def _log_sum_exp(x: jax.Array, axes: tuple[int, ...], work: np.dtype) -> jax.Array:
@@ -416,9 +416,9 @@ def _reduce(
   F = ReduceFunction
 
   def total(v: jax.Array) -> jax.Array:
-    if dtypes.is_integer(np.dtype(v.dtype)) and np.dtype(v.dtype).itemsize >= 4 and reduce_extreme.trailing(v, axes):
+    if dtypes.is_integer(np.dtype(v.dtype)) and np.dtype(v.dtype).itemsize >= 4 and halving.trailing(v, axes):
       # Wrapping integer sums give the same bits in any order: summed by halving, fused with what made v.
-      return reduce_extreme.tree(v, axes, lambda k: k, jnp.add, functools.partial(jnp.sum, dtype=v.dtype))
+      return halving.tree(v, axes, lambda k: k, jnp.add, functools.partial(jnp.sum, dtype=v.dtype))
     return jnp.sum(v, axes, keepdims=True, dtype=v.dtype)
 
   if function == F.SUM:

@@ -35,7 +35,7 @@ COUNT, MASS = 1, 2  # what a row's cut searches: top-k's prefix, top-p's (within
 def usable(ctx: Any) -> bool:
   """Whether the kernels can run in the program a lowering rule lowers: CPU alone, not exported, library loaded."""
   platforms = tuple(getattr(ctx.module_context, "platforms", ()) or ())
-  return platforms == ("cpu",) and not row_kernel.exporting(ctx) and cpu_kernel_library.sampling_available()
+  return platforms == ("cpu",) and not row_kernel.exporting(ctx) and cpu_kernel_library.available()
 
 
 # The logits' types the kernels key (narrower floats keep the composition).
