@@ -25,7 +25,7 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from dmljax._src import cpu_kernel_library, platform, shardings, symbolic
+from dmljax._src import cpu_kernel_library, cpu_route
 from dmljax._src.sampling import mass
 from dmljax._src.strategies import row_kernel
 
@@ -45,13 +45,9 @@ TYPES = frozenset(np.dtype(t) for t in (jnp.float16, jnp.bfloat16, jnp.float32, 
 def route(x: jax.Array, *, kernel: Callable[[jax.Array], Any], composition: Callable[[jax.Array], Any]) -> Any:
   """``kernel(x)`` where the kernels run (see the module), ``composition(x)`` elsewhere: the same values. ``x``:
   the logits."""
-  if not platform.current().cpu_kernel or np.dtype(x.dtype) not in TYPES or not symbolic.is_static(x.shape):
+  if np.dtype(x.dtype) not in TYPES:
     return composition(x)
-
-  def cpu(x: jax.Array) -> Any:
-    return shardings.by_program_devices(x, one_device=kernel, several=composition, kernel=usable)
-
-  return platform.branch(x, cpu=cpu, default=composition)
+  return cpu_route.choose(x, (x.ndim - 1,), default=composition, kernel=kernel, trailing=True, usable=usable)
 
 
 def _key_dtype(dtype: np.dtype) -> np.dtype:
