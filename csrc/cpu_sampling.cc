@@ -71,12 +71,6 @@ struct Float {
     const auto value = static_cast<WideSigned>(static_cast<Signed>(static_cast<U>(digit ^ kSign)));
     return static_cast<Key>(static_cast<Key>(value) ^ (Key{1} << (sizeof(Key) * 8 - 1)));
   }
-
-  static Digit DigitOfKey(Key key) {
-    using WideSigned = std::make_signed_t<Key>;
-    const auto value = static_cast<WideSigned>(key ^ (Key{1} << (sizeof(Key) * 8 - 1)));
-    return static_cast<Digit>(static_cast<U>(value) ^ kSign);
-  }
 };
 
 using F16 = Float<uint16_t, 0x7c00>;
@@ -220,11 +214,12 @@ void CutRow(const typename Type::Bits* x, const Weight* w, const Row& row, int f
 template <typename Type>
 void KeptRow(const typename Type::Bits* x, int64_t n, typename Type::Key t, int32_t j, int32_t* indices,
              int32_t* count) {
-  const typename Type::Digit threshold = Type::DigitOfKey(t);
+  // Compared as the library's keys, not as digits: a cut's t need not be the key of any value of a narrow type
+  // (the whole row's cut is t = 0, below the widened key of every 16-bit value).
   int32_t found = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const typename Type::Digit digit = Type::DigitOf(x[i]);
-    const bool in = (digit > threshold || (digit == threshold && i <= j)) && !Type::IsNaN(x[i]);
+    const typename Type::Key key = Type::KeyOf(Type::DigitOf(x[i]));
+    const bool in = (key > t || (key == t && i <= j)) && !Type::IsNaN(x[i]);
     indices[found] = static_cast<int32_t>(i);
     found += in ? 1 : 0;
   }

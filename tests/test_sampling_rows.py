@@ -31,6 +31,8 @@ from _helpers import assert_bitwise_equal, x64
 
 import dmljax as dml
 from dmljax._src import cpu_kernel_library, platform
+from dmljax._src.sampling import kernel as sampling_kernel
+from dmljax._src.sampling import search
 
 S = dml.sampling
 MiB = 1 << 20
@@ -207,3 +209,36 @@ def test_sample_with_top_p_alone_holds_at_most_the_logits_and_1_mib(kernel: bool
       assert analysis is not None
       allowed = 64 * 262144 * 4 + MiB
       assert analysis.temp_size_in_bytes <= allowed, (temperature, analysis.temp_size_in_bytes, allowed)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_a_row_drawn_from_few_kept_entries_gives_the_composition_s_tokens(dtype: Any) -> None:
+  """Rows that keep fewer than half their entries are raced over the kernel's list of them (a filters-off row of
+  mostly NaN; a top-p row past its candidates), positive and negative logits alike, at finite and infinite
+  temperatures: the tokens of both routes are equal for every key, and the list is every kept entry."""
+  context = x64() if np.dtype(dtype) == np.float64 else contextlib.nullcontext()
+  rng = np.random.default_rng(515)
+  x = rng.standard_normal((4, V)) * 3 + np.array([[0.0], [2.0], [-2.0], [0.0]])
+  x[:3, rng.permutation(V)[: 3 * V // 4]] = np.nan  # a quarter of each of these rows is kept
+  x = x.astype(dtype)
+  t = np.array([0.7, np.inf, 1.3, 1.0], np.float32)
+  p = np.array([1.0, 1.0, 1.0, 0.2], np.float32)  # the last row: top-p past its 4 candidates
+  keys = jax.random.split(jax.random.key(77), 16)
+
+  def tokens(route: bool) -> np.ndarray:
+    with _route(route):
+      draw = jax.jit(jax.vmap(lambda key: S.sample(key, x, temperature=t, top_p=p, max_k=4)))
+      return np.asarray(draw(keys))
+
+  with context:
+    with_kernel, composed = tokens(True), tokens(False)
+    assert_bitwise_equal(with_kernel, composed, "tokens of the two routes")
+    assert not np.isnan(x.astype(np.float64)[np.arange(4), with_kernel]).any(), "a NaN entry was drawn"
+    key_dtype = np.dtype(np.uint64) if np.dtype(dtype).itemsize == 8 else np.dtype(np.uint32)
+    whole_t, whole_j = search.everything((4,), V, key_dtype)
+    with _route(True):
+      listed, count = jax.jit(sampling_kernel.kept)(jnp.asarray(x), whole_t[:, 0], whole_j[:, 0])
+  for row in range(4):
+    expected = np.flatnonzero(~np.isnan(x[row].astype(np.float64)))
+    assert int(count[row]) == expected.size, (row, int(count[row]), expected.size)
+    assert_bitwise_equal(np.asarray(listed[row, : expected.size]), expected.astype(np.int32), f"row {row}'s list")
