@@ -77,7 +77,8 @@ def each(flags: jax.Array, body: Callable[[At], Out], out: Out, *, like: tuple[A
   size = math.prod(batch)
   flat = flags.reshape(-1)
   count = jnp.sum(flat, dtype=jnp.int32)
-  slot = jnp.where(flat, jnp.cumsum(flat, dtype=jnp.int32) - np.int32(1), np.int32(size))
+  # Positions not flagged go to a slot past the end, which the scatter drops (a constant: ``size`` may be symbolic).
+  slot = jnp.where(flat, jnp.cumsum(flat, dtype=jnp.int32) - np.int32(1), np.int32(np.iinfo(np.int32).max))
   order = jnp.zeros(size, jnp.int32).at[slot].set(lax.iota(np.int32, size), mode="drop")
   leaves, tree = jax.tree.flatten(out)
   leaves = [a.reshape(size, *a.shape[len(batch) :]) for a in leaves]

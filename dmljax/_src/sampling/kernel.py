@@ -66,10 +66,12 @@ def cut(
   """Per row of ``logits`` (``(rows, V)``): the cut ``(t, j)`` (each ``(rows,)``) and the units measured
   (normalized limbs, each ``(rows,)``). ``what``: :data:`COUNT` and/or :data:`MASS` per row; ``k`` in ``[1, V]``
   where counted, ``pi`` (:func:`.mass.numerator`) where the mass is searched, ``weights`` (``(rows, V)``, the
-  work type) wherever any row's is."""
+  work type) wherever any row's is. Without ``weights`` (no row's mass searched: top-k alone) nothing is summed and
+  the limbs are of a one-entry row's layout, so that rows longer than top-p's exact sums hold are counted too."""
   rows = logits.shape[0]
   if weights is None:
     weights = jnp.zeros((rows, 0), units.dtype)
+    units = mass.Units(1, units.dtype)
   per_row = (jnp.asarray(a, jnp.int32) for a in (k, pi, what))
   t, j, total = _cut_p.bind(
     logits, weights, *per_row, fraction_bits=units.fraction_bits, limb_bits=units.bits, limbs=units.sum_limbs
