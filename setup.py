@@ -1,4 +1,4 @@
-"""The optional compiled part of dmljax: the CPU kernels (csrc/: top-k, REDUCE MAX/MIN, argmin/argmax), FFI handlers.
+"""The optional compiled part of dmljax: the CPU kernels (csrc/: top-k, REDUCE MAX/MIN, argmin/argmax, sampling).
 
 Everything else is in pyproject.toml. The kernel needs XLA's FFI headers, which jaxlib ships (a build
 requirement); it is built with setuptools' own extension support into a plain shared library,
@@ -161,7 +161,7 @@ setup(
   ext_modules=[
     Extension(
       KERNEL,
-      sources=["csrc/cpu_top_k.cc", "csrc/cpu_reduce_extreme.cc", "csrc/cpu_arg_extreme.cc"],
+      sources=["csrc/cpu_top_k.cc", "csrc/cpu_reduce_extreme.cc", "csrc/cpu_arg_extreme.cc", "csrc/cpu_sampling.cc"],
       depends=["csrc/cpu_parallel.h"],
       # The FFI headers' include directory is added with -isystem (their own warnings are not this project's).
       extra_compile_args=["-std=c++17", "-O3", "-g0"],

@@ -376,7 +376,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(DmljaxCpuTopK, TopKHandler,
 // (3: the library holds DmljaxCpuReduceExtreme, csrc/cpu_reduce_extreme.cc, as well; 4: both handlers take XLA's
 // scratch allocator, and the REDUCE kernel's scratch is bounded by the thread count, as the docs now say; 5: the
 // library holds DmljaxCpuArgExtreme, csrc/cpu_arg_extreme.cc, as well).
-extern "C" __attribute__((visibility("default"))) int32_t DmljaxCpuTopKAbiVersion() { return 5; }
+extern "C" __attribute__((visibility("default"))) int32_t DmljaxCpuTopKAbiVersion() { return 6; }
 
 // The XLA FFI API version of the headers this library was compiled against (major * 1000 + minor), which
 // the Python side compares with the running jaxlib's before registering the handler.

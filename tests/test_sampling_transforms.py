@@ -4,7 +4,9 @@
 samples; ``k``, ``p``, the temperature, the logits) must give, for each mapped value, the bits of the unmapped
 call. Rows are chosen so that every route runs: rows decided on their candidates, greedy rows, rows with every
 filter off (drawn whole), and rows whose top-k or top-p needs the whole-row search (``max_k=4``). ``jax.export``
-round-trips the compiled programs, x64 off and on.
+round-trips the compiled programs, x64 off and on. On CPU both routes are mapped: the compiled kernels' (the
+default) and the XLA composition (``cpu_kernel=False``, what a build without a compiler runs), each against the
+unmapped call on the kernels' route.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 from _helpers import assert_bitwise_equal
 
 import dmljax as dml
+from dmljax._src import platform
 
 S = dml.sampling
 _RNG = np.random.default_rng(3333)
@@ -45,15 +48,17 @@ MAPPED = {
 }
 
 
+@pytest.mark.parametrize("route", ["kernel", "composition"])
 @pytest.mark.parametrize(
   "mapped", [m if m in ("keys", "k") else pytest.param(m, marks=pytest.mark.long) for m in MAPPED]
 )
-def test_vmap_over_each_argument_alone_gives_the_unmapped_bits(mapped: str) -> None:
+def test_vmap_over_each_argument_alone_gives_the_unmapped_bits(mapped: str, route: str) -> None:
   values, position = MAPPED[mapped]
   args: list[Any] = [jax.random.key(0), ROWS, K, P, T]
   axes = [None] * 5
   args[position], axes[position] = values, 0
-  got = jax.jit(jax.vmap(_sample, in_axes=tuple(axes)))(*args)
+  with platform.choosing(cpu_kernel=route == "kernel"):
+    got = jax.jit(jax.vmap(_sample, in_axes=tuple(axes)))(*args)
   for i in range(len(values)):
     one = list(args)
     one[position] = values[i]
@@ -63,7 +68,8 @@ def test_vmap_over_each_argument_alone_gives_the_unmapped_bits(mapped: str) -> N
     mask_axes = [None] * 3
     where = {"logits": 0, "k": 1, "p": 2}[mapped]
     mask_args[where], mask_axes[where] = values, 0
-    masks = jax.jit(jax.vmap(_masks, in_axes=tuple(mask_axes)))(*mask_args)
+    with platform.choosing(cpu_kernel=route == "kernel"):
+      masks = jax.jit(jax.vmap(_masks, in_axes=tuple(mask_axes)))(*mask_args)
     for i in range(len(values)):
       one = list(mask_args)
       one[where] = values[i]

@@ -1,16 +1,16 @@
-"""The compiled CPU kernels (top-k, REDUCE MAX/MIN, argmin/argmax): where their library is, whether it loads, its
-registration.
+"""The compiled CPU kernels (top-k, REDUCE MAX/MIN, argmin/argmax, the sampling filters' search): where their
+library is, whether it loads, its registration.
 
-The package's build compiles ``csrc/cpu_top_k.cc``, ``csrc/cpu_reduce_extreme.cc`` and ``csrc/cpu_arg_extreme.cc``
-into the plain shared library ``dmljax/_src/libdmljax_cpu_top_k.so`` where a C++ compiler is found (setup.py; the
-build goes on without it) and records the outcome, with the reason when it was not built, in
+The package's build compiles ``csrc/cpu_top_k.cc``, ``csrc/cpu_reduce_extreme.cc``, ``csrc/cpu_arg_extreme.cc`` and
+``csrc/cpu_sampling.cc`` into the plain shared library ``dmljax/_src/libdmljax_cpu_top_k.so`` where a C++ compiler is
+found (setup.py; the build goes on without it) and records the outcome, with the reason when it was not built, in
 ``dmljax/_src/_cpu_kernel_build.json``. The library is looked for next to this module (an installed package, or a
 source tree built with ``python setup.py build_ext --inplace``), then in the installed ``dmljax`` distribution (a
 source checkout imported ahead of the installed package, as when the tests run from the repository root). It is
 loaded once, its calling convention and the XLA FFI API version of the headers it was compiled against checked, and
-its handlers registered with XLA:CPU as the FFI targets :data:`TARGET`, :data:`REDUCE_EXTREME_TARGET` and
-:data:`ARG_EXTREME_TARGET`. Setting ``DMLJAX_CPU_KERNEL=0`` leaves it unloaded. Whatever keeps it unused,
-:func:`cpu_kernel_status` says why, in one line.
+its handlers registered with XLA:CPU as the FFI targets :data:`TARGET`, :data:`REDUCE_EXTREME_TARGET`,
+:data:`ARG_EXTREME_TARGET`, :data:`SAMPLING_CUT_TARGET` and :data:`SAMPLING_KEPT_TARGET`. Setting
+``DMLJAX_CPU_KERNEL=0`` leaves it unloaded. Whatever keeps it unused, :func:`cpu_kernel_status` says why, in one line.
 """
 
 from __future__ import annotations
@@ -32,8 +32,11 @@ TARGET = "dmljax_cpu_top_k"
 REDUCE_EXTREME_TARGET = "dmljax_cpu_reduce_extreme"
 # Its argmin/argmax handler (csrc/cpu_arg_extreme.cc), registered with it.
 ARG_EXTREME_TARGET = "dmljax_cpu_arg_extreme"
+# The sampling filters' handlers (csrc/cpu_sampling.cc): the whole-row search and the kept entries of a cut.
+SAMPLING_CUT_TARGET = "dmljax_cpu_sampling_cut"
+SAMPLING_KEPT_TARGET = "dmljax_cpu_sampling_kept"
 # The calling convention the Python side speaks (DmljaxCpuTopKAbiVersion in csrc/cpu_top_k.cc).
-ABI_VERSION = 5
+ABI_VERSION = 6
 # The library's file (setup.py's LIBRARY) and the build's record of its outcome (setup.py's BUILD_INFO).
 LIBRARY = "libdmljax_cpu_top_k.dll" if sys.platform == "win32" else "libdmljax_cpu_top_k.so"
 BUILD_INFO = "_cpu_kernel_build.json"
@@ -151,6 +154,8 @@ def load() -> tuple[ctypes.CDLL | None, str]:
       REDUCE_EXTREME_TARGET, jax.ffi.pycapsule(library.DmljaxCpuReduceExtreme), platform="cpu"
     )
     jax.ffi.register_ffi_target(ARG_EXTREME_TARGET, jax.ffi.pycapsule(library.DmljaxCpuArgExtreme), platform="cpu")
+    jax.ffi.register_ffi_target(SAMPLING_CUT_TARGET, jax.ffi.pycapsule(library.DmljaxCpuSamplingCut), platform="cpu")
+    jax.ffi.register_ffi_target(SAMPLING_KEPT_TARGET, jax.ffi.pycapsule(library.DmljaxCpuSamplingKept), platform="cpu")
   except Exception as error:  # XLA's own check (JaxRuntimeError): the kernel stays unused, jax goes on
     return None, f"XLA refused {library_path}: {' '.join(str(error).split())}; {_REBUILD}"
   return library, f"loaded from {library_path}"

@@ -1,10 +1,11 @@
-"""The CPU route of a reduction, decided in one place: the compiled kernel, the one-device composition, or the
+"""The CPU route of an operation, decided in one place: a compiled kernel, the one-device composition, or the
 composition a program of several devices runs.
 
-Every reduction with a route of its own for one CPU device (a compiled kernel: REDUCE MAX/MIN, argmin/argmax; the
-halving: MAX/MIN's composition, REDUCE's integer sums, the MAX/MIN gradient's count, argmin/argmax's composition and
-MULTIPLY's tangent) hands :func:`choose` its implementations, and :func:`choose` decides which one runs where. All of
-them compute the same values; they differ in what they cost where.
+Every operation with a route of its own for one CPU device (a compiled kernel: REDUCE MAX/MIN, argmin/argmax, the
+sampling filters' whole-row work; the halving: MAX/MIN's composition, REDUCE's integer sums, the MAX/MIN gradient's
+count, argmin/argmax's composition and MULTIPLY's tangent) hands :func:`choose` its implementations, and
+:func:`choose` decides which one runs where. All of them compute the same values; they differ in what they cost
+where. (top_k's kernel is one strategy of its selection table, which makes the same decision per case.)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def choose(
   several: Implementation | None = None,
   trailing: bool = False,
   trace_several: bool = False,
+  usable: Callable[[Any], bool] | None = None,
 ) -> Any:
   """The reduction of ``x`` over ``axes`` by the route its platform, its program and its blocks take.
 
@@ -44,7 +46,9 @@ def choose(
   * Every other platform, and CPU where neither a kernel nor ``one_device`` is given: ``default``.
 
   ``trace_several``: trace ``several`` now as well (what :func:`shardings.by_program_devices` needs where it holds
-  a ``custom_partitioning`` call).
+  a ``custom_partitioning`` call). ``usable``: for a ``kernel`` whose primitives have no lowering of their own
+  elsewhere, whether it can run in the program being lowered (a lowering rule's context: CPU alone, not exported);
+  where it says no, ``several`` runs.
   """
   several = default if several is None else several
   one = one_device
@@ -58,6 +62,8 @@ def choose(
     return platform.branch(x, cpu=one, default=default)
 
   def cpu(x: jax.Array) -> Any:
-    return shardings.by_program_devices(x, one_device=one, several=several, trace_several=trace_several)
+    return shardings.by_program_devices(
+      x, one_device=one, several=several, trace_several=trace_several, kernel=usable if one is kernel else None
+    )
 
   return platform.branch(x, cpu=cpu, default=default)

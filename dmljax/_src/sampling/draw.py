@@ -20,13 +20,17 @@ race broadcasts, and the logits are read once per key, never copied.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from dmljax._src import shardings
-from dmljax._src.sampling import filters, noise
+from dmljax._src.sampling import each_row, filters, kernel, noise
+
+CHUNK = 512  # kept entries raced a pass, where the kernel lists them
 
 
 def _first_of_maxima(score: jax.Array, indices: jax.Array, fill: int) -> jax.Array:
@@ -70,6 +74,49 @@ def _whole_row_draw(
   return _first_of_maxima(_score(data.weights(), keep, key, row, index), index, logits.shape[-1] - 1)
 
 
+def _listed_draw(
+  logits: jax.Array,
+  decision: filters.Decision,
+  divisor: jax.Array,
+  bound: jax.Array | None,
+  key: tuple[jax.Array, jax.Array],
+  row: jax.Array,
+) -> jax.Array:
+  """The race of :func:`_whole_row_draw` over the kept entries the kernel lists (one row): :data:`CHUNK` of them a
+  pass, in ascending index order, so that a row pays for its kept entries' noise, not for its whole row's. A row
+  that keeps most of its entries is raced whole (the same token: the same scores of the same entries)."""
+  length = logits.shape[-1]
+  listed, count = kernel.kept(logits, decision.cut_t[:, 0], decision.cut_j[:, 0])
+  data = filters.Rows(logits, decision.values[..., :1], divisor)
+  size = min(CHUNK, length)
+  slot = lax.broadcasted_iota(jnp.int32, (1, size), 1)
+  low = np.array(-1, data.work)  # below every kept score: an entry of the list wins at once
+
+  def chunk(state: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+    start, best, token = state
+    start = jnp.minimum(start, np.int32(length - size))  # the last chunk overlaps the one before: ties keep it
+    index = lax.dynamic_slice_in_dim(listed, start, size, axis=1)
+    weights = data.weights(jnp.take_along_axis(logits, index, axis=-1))
+    keep = start + slot < count[:, None]
+    if bound is not None:
+      keep = keep & (weights >= bound.astype(data.work)[..., None])
+    score = _score(weights, keep, key, row, index)
+    top = jnp.max(score, axis=-1)
+    first = _first_of_maxima(score, index, length - 1)
+    better = top > best  # the earlier chunk's lower index wins a tie
+    return start + np.int32(size), jnp.where(better, top, best), jnp.where(better, first, token)
+
+  def races(state: tuple[jax.Array, ...]) -> jax.Array:
+    return state[0] < count[0]
+
+  like = (logits, listed, divisor, key[0], row)
+  start = (jnp.int32(0), jnp.full((1,), low), jnp.zeros((1,), jnp.int32))
+  state = tuple(shardings.varying_as(a, *like) for a in start)
+  raced = lambda: lax.while_loop(races, chunk, state)[2]  # noqa: E731
+  whole = lambda: _whole_row_draw(logits, decision, divisor, bound, key, row)  # noqa: E731
+  return lax.cond(count[0] * 2 > length, *shardings.typed_branches(whole, raced))
+
+
 def decide(
   logits: jax.Array,
   temperature: jax.Array,
@@ -107,16 +154,14 @@ def draw(
     _score(decision.weights, decision.keep, key, row, decision.indices), decision.indices, length
   )
 
-  def whole_rows() -> jax.Array:
-    per_row = (decision, divisor, bound, key, row)
-    lead = batch[: len(batch) - (logits.ndim - 1)]  # axes the logits lack: a batch of keys (or of parameters)
-    if not lead:
-      drawn = _whole_row_draw(logits, *per_row)
-    else:  # one member of the batch at a time: the work space is the logits' size, not that times the batch
-      flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[len(lead) :]), per_row)
-      drawn = lax.map(lambda member: _whole_row_draw(logits, *member), flat).reshape(batch)
-    return jnp.where(within, by_candidates, drawn)
+  def whole_rows(race: Callable[..., jax.Array]) -> Callable[[jax.Array], jax.Array]:
+    def one(at: each_row.At) -> jax.Array:
+      here = filters.Decision(*(at(a, a.ndim - len(batch)) for a in decision))
+      return race(at.row(logits), here, at(divisor, 1), at(bound), (at(key[0]), at(key[1])), at(row))
 
-  sampled = lax.cond(jnp.any(hot & ~within), *shardings.typed_branches(whole_rows, lambda: by_candidates))
+    like = (logits, stream, row, divisor, bound, *decision)
+    return lambda _: each_row.each(hot & ~within, one, by_candidates, like=like)
+
+  sampled = kernel.route(logits, kernel=whole_rows(_listed_draw), composition=whole_rows(_whole_row_draw))
   sampled = jnp.where(decision.values[..., 0] == -np.inf, np.int32(0), sampled)
   return jnp.where(hot, sampled, decision.indices[..., 0])  # greedy: the first entry in the order

@@ -14,8 +14,10 @@ masks and for ``sample`` alike:
    prefix is, or when min-p's bound falls among them and the prefix is known to reach past them;
 3. only the rows whose prefix is unknown, among those that need it (a mask needs every row's; ``sample``
    only the sampled rows whose kept set is not within the candidates: greedy rows never), are searched whole
-   (:mod:`.search`), under one :func:`jax.lax.cond` with a scalar predicate (also under ``jax.vmap``:
-   :mod:`dmljax._src.rowwise`), so it costs nothing when no row needs it. What crosses the ``cond`` is a cut per row.
+   (:mod:`.search`, or the CPU kernel's call: :mod:`.kernel`), one row at a time in a loop over the rows that
+   need it (:mod:`.each_row`; its trip count stays one scalar under ``jax.vmap``: :mod:`dmljax._src.rowwise`), so
+   it costs nothing when no row needs it and one row's work for each row that does. What crosses the loop is a cut
+   per row; a row whose top-p total is its whole row's is summed the same way, one row a pass.
 
 Per-row parameters may carry leading axes the logits lack (``jax.vmap`` over a parameter with shared logits):
 everything per row broadcasts, and the whole-row passes read the one copy of the logits.
@@ -33,7 +35,7 @@ import numpy as np
 from jax import lax
 
 from dmljax._src import selection, shardings
-from dmljax._src.sampling import mass, search
+from dmljax._src.sampling import each_row, kernel, mass, search
 
 CANDIDATES = 64  # candidates looked at first when the caller gives no max_k
 Cut = tuple[jax.Array, jax.Array]  # (t, j), each (..., 1): unsigned order key and int32 index
@@ -82,6 +84,10 @@ class Rows:
 
   def weights(self, rows: jax.Array | None = None) -> jax.Array:
     return mass.weights(self.z(self.whole(rows)))
+
+  def at(self, at: each_row.At) -> Rows:
+    """The one row at a position of the batch (:mod:`.each_row`)."""
+    return Rows(at.row(self.logits), at(self.top, 1), at(self.divisor, 1))
 
 
 def through(rows: Rows, cut: Cut, fresh: jax.Array | None = None) -> jax.Array:
@@ -165,19 +171,11 @@ def _mass_target(rows: Rows, p: jax.Array, prior: Cut | None) -> search.Target:
   )
 
 
-def _row_total(rows: Rows, chosen: Candidates, candidates_total: mass.Limbs, wanted: jax.Array) -> mass.Limbs:
-  """The row's total units where ``wanted``, else ``candidates_total``: one fused pass over the rows, skipped when
-  no wanted row needs it. A row whose last candidate weighs no unit needs none: every entry after it weighs no more
-  (a row after ``top_k_mask``, or with fewer finite entries than candidates, is such a row)."""
-  units = mass.Units(rows.length, rows.work)
+def _weighs(chosen: Candidates, units: mass.Units) -> jax.Array:
+  """Whether the row's last candidate weighs a unit: a row whose last does not needs no pass for its total, as every
+  entry after it weighs no more (a row after ``top_k_mask``, or with fewer finite entries than candidates)."""
   last = mass.entry_limbs(chosen.weights[..., -1], units)
-  needed = wanted & functools.reduce(jnp.logical_or, [limb != 0 for limb in last])
-
-  def with_row_total() -> mass.Limbs:
-    row = mass.sums(mass.entry_limbs(rows.weights(), units), None, units)
-    return tuple(jnp.where(needed, r, c) for c, r in zip(candidates_total, row, strict=True))
-
-  return lax.cond(jnp.any(needed), *shardings.typed_branches(with_row_total, lambda: candidates_total))
+  return functools.reduce(jnp.logical_or, [limb != 0 for limb in last])
 
 
 def _first_reaching(prefix: mass.Limbs, need: mass.Limbs, units: mass.Units) -> tuple[jax.Array, jax.Array]:
@@ -191,6 +189,15 @@ def _first_reaching(prefix: mass.Limbs, need: mass.Limbs, units: mass.Units) -> 
 def batch_of(logits: jax.Array, *per_row: jax.Array | None) -> tuple[int, ...]:
   """The rows' shape: the logits' leading axes, broadcast with every per-row value's shape."""
   return tuple(jnp.broadcast_shapes(logits.shape[:-1], *(np.shape(a) for a in per_row if a is not None)))
+
+
+class _Settled(NamedTuple):
+  """What the candidates tell once top-p's total is known (:func:`decide`)."""
+
+  keep: jax.Array
+  within: jax.Array
+  known_cut: Cut  # the cut where the candidates tell it, else the whole row's
+  searching: jax.Array  # the rows the whole-row search decides
 
 
 def decide(
@@ -216,44 +223,93 @@ def decide(
   wanted = true if wanted is None else jnp.broadcast_to(wanted, batch)
   every_entry = length <= c  # every entry is a candidate: every row is decided on them
 
-  keep = jnp.ones(chosen.values.shape, jnp.bool_)
+  top_k = jnp.ones(chosen.values.shape, jnp.bool_)
   k_within, k_off = ~true, true  # the top-k prefix ends among the candidates / is the whole row
   if k is not None:
-    keep = position < k[..., None]
+    top_k = position < k[..., None]
     k_within, k_off = (k <= c) | every_entry, k >= length
-  cut_within = k_within  # the top-k/top-p prefix ends among the candidates
-  cut_off = k_off  # ... or is the whole row
-  beyond = ~k_within  # ... or is known to reach past the last candidate
+  whole = search.everything(batch, length, jax.eval_shape(rows.key).dtype)
+  kept_total: mass.Limbs = ()
+  needs_total = ~true  # the rows whose top-p total is the whole row's, summed over it
   if p is not None:
-    p_off = p >= 1
-    limbs = mass.entry_limbs(jnp.where(keep, chosen.weights, np.array(0, rows.work)), units)
+    limbs = mass.entry_limbs(jnp.where(top_k, chosen.weights, np.array(0, rows.work)), units)
     prefix = mass.inclusive_prefix(limbs, units)
-    total = kept_total = tuple(limb[..., -1] for limb in prefix)
-    known = k_within | k_off  # top-p's total (of the top-k entries) is known, or is the row's
+    kept_total = tuple(limb[..., -1] for limb in prefix)
     if not every_entry:
-      total = _row_total(rows, chosen, kept_total, wanted & ~k_within & k_off & ~p_off)
-    first, reached = _first_reaching(prefix, mass.required(total, p, units), units)
-    keep = keep & ((position <= first[..., None]) | p_off[..., None])
-    cut_within = k_within | (known & reached & ~p_off)
-    cut_off = k_off & p_off
-    beyond = (p_off & ~k_within) | (known & ~reached & ~p_off)
-  within = cut_within | every_entry
-  by_candidates = chosen.cut_at(jnp.sum(keep, axis=-1, dtype=jnp.int32) - 1)  # keep is a prefix of >= 1 entry
-  if bound is not None:
-    ratio = bound.astype(rows.work)
-    keep = keep & (chosen.weights >= ratio[..., None])
-    within = within | (beyond & (chosen.weights[..., -1] < ratio))
-  whole = search.everything(batch, length, by_candidates[0].dtype)
-  known_cut = _where(cut_within, by_candidates, whole)
-  searching = wanted & ~within & ~cut_within & ~cut_off
+      needs_total = wanted & ~k_within & k_off & (p < 1) & _weighs(chosen, units)
 
-  def search_rows() -> Cut:
-    return _where(searching, _searched(rows, Filters(k, p, bound), searching & ~k_off & ~k_within), known_cut)
+  def settle(total: mass.Limbs) -> _Settled:
+    keep = top_k
+    cut_within = k_within  # the top-k/top-p prefix ends among the candidates
+    cut_off = k_off  # ... or is the whole row
+    beyond = ~k_within  # ... or is known to reach past the last candidate
+    if p is not None:
+      p_off = p >= 1
+      known = k_within | k_off  # top-p's total (of the top-k entries) is known, or is the row's
+      first, reached = _first_reaching(prefix, mass.required(total, p, units), units)
+      keep = keep & ((position <= first[..., None]) | p_off[..., None])
+      cut_within = k_within | (known & reached & ~p_off)
+      cut_off = k_off & p_off
+      beyond = (p_off & ~k_within) | (known & ~reached & ~p_off)
+    within = cut_within | every_entry
+    by_candidates = chosen.cut_at(jnp.sum(keep, axis=-1, dtype=jnp.int32) - 1)  # keep is a prefix of >= 1 entry
+    if bound is not None:
+      ratio = bound.astype(rows.work)
+      keep = keep & (chosen.weights >= ratio[..., None])
+      within = within | (beyond & (chosen.weights[..., -1] < ratio))
+    searching = wanted & ~within & ~cut_within & ~cut_off
+    return _Settled(keep, within, _where(cut_within, by_candidates, whole), searching)
 
-  cut = known_cut
-  if (k is not None or p is not None) and not every_entry:
-    cut = lax.cond(jnp.any(searching), *shardings.typed_branches(search_rows, lambda: known_cut))
-  return Decision(chosen.values, chosen.indices, chosen.weights, keep, within, *cut)
+  if (k is None and p is None) or every_entry:
+    settled = settle(kept_total)
+    return Decision(chosen.values, chosen.indices, chosen.weights, settled.keep, settled.within, *settled.known_cut)
+  like = (rows.logits, rows.top, rows.divisor, k, p)
+
+  def composition(_: jax.Array) -> tuple[mass.Limbs, Cut]:
+    """The row totals (one pass over each row that needs its own), then the search of each row that needs it."""
+
+    def row_total(at: each_row.At) -> mass.Limbs:
+      return mass.sums(mass.entry_limbs(rows.at(at).weights(), units), None, units)
+
+    total = kept_total if p is None else each_row.each(needs_total, row_total, kept_total, like=like)
+    settled = settle(total)
+    counting = settled.searching & ~k_off & ~k_within  # top-k's prefix is searched too
+
+    def search_row(at: each_row.At) -> Cut:
+      return _searched(rows.at(at), Filters(at(k), at(p)), at(counting))
+
+    return total, each_row.each(settled.searching, search_row, settled.known_cut, like=like)
+
+  def by_kernel(_: jax.Array) -> tuple[mass.Limbs, Cut]:
+    """Each row that needs its total searched by the kernel at once (the cut costs it little more than the total),
+    then each row of top-k's search that needs no total."""
+
+    def cut_row(at: each_row.At, what: jax.Array) -> tuple[mass.Limbs, Cut]:
+      one = rows.at(at)
+      pi = jnp.zeros((1,), jnp.int32) if p is None else mass.numerator(at(p))
+      kk = jnp.ones((1,), jnp.int32) if k is None else at(k)
+      weights = None if p is None else one.weights()
+      t, j, total = kernel.cut(one.logits, weights, kk, pi, what, units)
+      return total, (t[:, None], j[:, None])
+
+    def total_row(at: each_row.At) -> tuple[mass.Limbs, Cut]:
+      return cut_row(at, jnp.full((1,), kernel.MASS, jnp.int32))
+
+    total, found = kept_total, whole
+    if p is not None:
+      total, found = each_row.each(needs_total, total_row, (kept_total, whole), like=like)
+    settled = settle(total)
+    cut = _where(settled.searching & needs_total, found, settled.known_cut)
+
+    def search_row(at: each_row.At) -> Cut:
+      massing = jnp.zeros((1,), jnp.int32) if p is None else jnp.where(at(p) < 1, kernel.MASS, 0)
+      return cut_row(at, kernel.COUNT + massing)[1]
+
+    return total, each_row.each(settled.searching & ~needs_total, search_row, cut, like=like)
+
+  total, cut = kernel.route(rows.logits, kernel=by_kernel, composition=composition)
+  settled = settle(total)
+  return Decision(chosen.values, chosen.indices, chosen.weights, settled.keep, settled.within, *cut)
 
 
 def _searched(rows: Rows, filters: Filters, counting: jax.Array) -> Cut:
@@ -274,8 +330,12 @@ def _searched(rows: Rows, filters: Filters, counting: jax.Array) -> Cut:
   if p is None:
     assert cut_k is not None
     return cut_k
-  found = search.cut(rows.logits, rows.key, _mass_target(rows, p, cut_k))
-  return _where(p >= 1, whole if cut_k is None else cut_k, found)
+  prior = whole if cut_k is None else cut_k
+
+  def by_mass() -> Cut:
+    return _where(p >= 1, prior, search.cut(rows.logits, rows.key, _mass_target(rows, p, cut_k)))
+
+  return lax.cond(jnp.any(p < 1), *shardings.typed_branches(by_mass, lambda: prior))
 
 
 def _where(condition: jax.Array, a: Cut, b: Cut) -> Cut:

@@ -137,9 +137,14 @@ def _shifted(total: Limbs, units: Units) -> Limbs:
   return (zeros + total)[: units.sum_limbs]
 
 
+def numerator(p: jax.Array) -> jax.Array:
+  """:math:`\\pi = \\lceil p \\cdot 2^{24} \\rceil` (int32) of float32 ``p``, clipped to [0, 1] first."""
+  return jnp.ceil(jnp.clip(p, np.float32(0), np.float32(1)) * np.float32(2.0**P_BITS)).astype(jnp.int32)
+
+
 def required(total: Limbs, p: jax.Array, units: Units) -> Limbs:
   """:math:`\\pi \\cdot T` (normalized limbs) for float32 ``p`` in [0, 1]: what :math:`K \\cdot 2^{24}` must reach."""
-  pi = jnp.ceil(jnp.clip(p, np.float32(0), np.float32(1)) * np.float32(2.0**P_BITS)).astype(jnp.int32)
+  pi = numerator(p)
   bits = units.bits
   pi_limbs = normalize((pi,), bits, -(-(P_BITS + 1) // bits))
   count = units.sum_limbs
