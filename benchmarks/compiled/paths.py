@@ -73,8 +73,20 @@ def _file_name(filename: str) -> str:
   return filename.replace("\\", "/").rsplit("/", 1)[-1]
 
 
-def _site(source: hlo.Source | None) -> str:
-  return "?" if source is None else f"{source.file}:{source.function}"
+# dmljax's helpers whose one ``lax.while_loop`` serves several callers (``each_row.each``, the loop over the rows
+# that need their whole row): each call names its loop (a ``jax.named_scope`` in the compiled program, the helper's
+# ``name`` argument while it is traced), and its loop is keyed by that name, not by the helper's own line.
+NAMED_LOOPS = frozenset({"each_row.py"})
+
+
+def _site(source: hlo.Source | None, instruction: hlo.Instruction | None = None) -> str:
+  if source is None:
+    return "?"
+  if source.file in NAMED_LOOPS and instruction is not None:
+    found = re.search(r'op_name="([^"]*)"', instruction.attributes)
+    scopes = found.group(1).split("/") if found else []
+    return f"{source.file}[{scopes[-2] if len(scopes) >= 2 else '?'}]"
+  return f"{source.file}:{source.function}"
 
 
 # --- the path, recorded on the CPU -----------------------------------------------------------------------------
@@ -105,13 +117,17 @@ class _Recorder:
     self.entered: collections.Counter[Key] = collections.Counter()
 
   def _caller(self) -> str:
-    """``file:qualified name`` of the innermost frame outside jax and this module (the line that calls lax)."""
+    """``file:qualified name`` of the innermost frame outside jax and this module (the line that calls lax); in a
+    helper that names its loops (:data:`NAMED_LOOPS`), ``file[name]``."""
     frame = sys._getframe(2)
     while frame is not None and (frame.f_code.co_filename == __file__ or _JAX.search(frame.f_code.co_filename)):
       frame = frame.f_back  # type: ignore[assignment]
     if frame is None:
       return "?"
-    return f"{_file_name(frame.f_code.co_filename)}:{frame.f_code.co_qualname}"
+    file = _file_name(frame.f_code.co_filename)
+    if file in NAMED_LOOPS:
+      return f"{file}[{frame.f_locals.get('name', '?')}]"
+    return f"{file}:{frame.f_code.co_qualname}"
 
   @contextlib.contextmanager
   def _inside(self, *names: str) -> Iterator[None]:
@@ -182,8 +198,12 @@ class _Recorder:
 
 
 def record(fn: Callable[..., Any], *args: Any) -> Path:
-  """The path ``jax.jit(fn)(*args)`` takes on the CPU (traced afresh, with the control flow wrapped)."""
+  """The path ``jax.jit(fn)(*args)`` takes on the CPU (traced afresh, with the control flow wrapped), through the
+  XLA composition the accelerators compile (``cpu_kernel=False``: the CPU's compiled kernels hold no such control
+  flow)."""
   import jax
+
+  from dmljax._src import platform
 
   recorder = _Recorder()
   names = ("cond", "while_loop", "fori_loop")
@@ -192,8 +212,9 @@ def record(fn: Callable[..., Any], *args: Any) -> Path:
   try:
     for name in names:
       setattr(jax.lax, name, getattr(recorder, name)(real[name]))
-    jax.block_until_ready(jax.jit(fn)(*args))
-    jax.effects_barrier()
+    with platform.choosing(cpu_kernel=False):
+      jax.block_until_ready(jax.jit(fn)(*args))
+      jax.effects_barrier()
   finally:
     for name in names:
       setattr(jax.lax, name, real[name])
@@ -297,7 +318,7 @@ def _node(module: hlo.Module, computation: hlo.Computation, key: Key, price: Pri
   node = Node(key, [], [], [])
   for instruction in computation.instructions:
     if instruction.opcode == "while":
-      loop_key = (*key, f"loop {_site(module.source(instruction))}")
+      loop_key = (*key, f"loop {_site(module.source(instruction), instruction)}")
       body = module.computations[(instruction.attribute("body") or "").lstrip("%")]
       condition = module.computations[(instruction.attribute("condition") or "").lstrip("%")]
       node.loops.append(
@@ -418,7 +439,8 @@ def cost(node: Node, path: Path, *, gpu: bool) -> Cost:
     trips = path.trips.get(loop.key, loop.known_trips)
     if trips is None:
       raise KeyError(f"the path does not say how many passes {' / '.join(loop.key)} ({loop.instruction}) makes")
-    total = total + cost(loop.body, path, gpu=gpu).times(trips)
+    if trips:  # a body that never runs costs nothing, and its conditionals took no branch the path could name
+      total = total + cost(loop.body, path, gpu=gpu).times(trips)
     if loop.known_trips is None:  # the condition runs once more than the body, each time read by the host (GPU)
       total = total + cost(loop.condition, path, gpu=gpu).times(trips + 1) + _round_trips(trips + 1, gpu)
   for cond in node.conds:

@@ -160,7 +160,7 @@ def draw(
       return race(at.row(logits), here, at(divisor, 1), at(bound), (at(key[0]), at(key[1])), at(row))
 
     like = (logits, stream, row, divisor, bound, *decision)
-    return lambda _: each_row.each(hot & ~within, one, by_candidates, like=like)
+    return lambda _: each_row.each(hot & ~within, one, by_candidates, name="row_draws", like=like)
 
   sampled = kernel.route(logits, kernel=whole_rows(_listed_draw), composition=whole_rows(_whole_row_draw))
   sampled = jnp.where(decision.values[..., 0] == -np.inf, np.int32(0), sampled)

@@ -65,13 +65,14 @@ class At:
     return lax.dynamic_slice(logits, starts, (*(1,) * len(lead), logits.shape[-1])).reshape(1, logits.shape[-1])
 
 
-def each(flags: jax.Array, body: Callable[[At], Out], out: Out, *, like: tuple[Any, ...] = ()) -> Out:
+def each(flags: jax.Array, body: Callable[[At], Out], out: Out, *, name: str, like: tuple[Any, ...] = ()) -> Out:
   """``out`` (arrays of shape ``flags.shape`` followed by trailing axes) with, at every position where ``flags``
   holds, ``body``'s values for that position (each of the trailing shape, after a leading axis of 1).
 
   One ``lax.while_loop`` over the flagged positions, in row-major order: as many passes as flags are set, each
   running ``body`` once. ``like``: the arrays ``body`` computes from (the logits, per-row values), whose manual
-  mesh axes its results vary along inside ``jax.shard_map``.
+  mesh axes its results vary along inside ``jax.shard_map``. ``name``: the loop's ``jax.named_scope`` (what the
+  compiled-path reader, ``benchmarks/compiled/paths.py``, tells this call's loop from the others by).
   """
   batch = tuple(flags.shape)
   size = math.prod(batch)
@@ -95,5 +96,6 @@ def each(flags: jax.Array, body: Callable[[At], Out], out: Out, *, like: tuple[A
     return i + np.int32(1), acc
 
   i0 = shardings.varying_as(jnp.int32(0), count)
-  _, leaves = lax.while_loop(lambda state: state[0] < count, step, (i0, leaves))
+  with jax.named_scope(name):
+    _, leaves = lax.while_loop(lambda state: state[0] < count, step, (i0, leaves))
   return jax.tree.unflatten(tree, [a.reshape(*batch, *a.shape[1:]) for a in leaves])

@@ -271,14 +271,14 @@ def decide(
     def row_total(at: each_row.At) -> mass.Limbs:
       return mass.sums(mass.entry_limbs(rows.at(at).weights(), units), None, units)
 
-    total = kept_total if p is None else each_row.each(needs_total, row_total, kept_total, like=like)
+    total = kept_total if p is None else each_row.each(needs_total, row_total, kept_total, name="row_totals", like=like)
     settled = settle(total)
     counting = settled.searching & ~k_off & ~k_within  # top-k's prefix is searched too
 
     def search_row(at: each_row.At) -> Cut:
       return _searched(rows.at(at), Filters(at(k), at(p)), at(counting))
 
-    return total, each_row.each(settled.searching, search_row, settled.known_cut, like=like)
+    return total, each_row.each(settled.searching, search_row, settled.known_cut, name="row_searches", like=like)
 
   def by_kernel(_: jax.Array) -> tuple[mass.Limbs, Cut]:
     """Each row that needs its total searched by the kernel at once (the cut costs it little more than the total),
@@ -297,7 +297,7 @@ def decide(
 
     total, found = kept_total, whole
     if p is not None:
-      total, found = each_row.each(needs_total, total_row, (kept_total, whole), like=like)
+      total, found = each_row.each(needs_total, total_row, (kept_total, whole), name="kernel_totals", like=like)
     settled = settle(total)
     cut = _where(settled.searching & needs_total, found, settled.known_cut)
 
@@ -305,7 +305,7 @@ def decide(
       massing = jnp.zeros((1,), jnp.int32) if p is None else jnp.where(at(p) < 1, kernel.MASS, 0)
       return cut_row(at, kernel.COUNT + massing)[1]
 
-    return total, each_row.each(settled.searching & ~needs_total, search_row, cut, like=like)
+    return total, each_row.each(settled.searching & ~needs_total, search_row, cut, name="kernel_searches", like=like)
 
   total, cut = kernel.route(rows.logits, kernel=by_kernel, composition=composition)
   settled = settle(total)
