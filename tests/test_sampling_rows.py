@@ -64,7 +64,7 @@ def _mixed(dtype: Any, seed: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
 @contextlib.contextmanager
 def _route(kernel: bool) -> Iterator[None]:
   """The compiled CPU kernels' route (``kernel``) or the XLA composition; the kernel's cases skip without the
-  library's sampling handlers, unless DMLJAX_REQUIRE_CPU_KERNEL=1 makes their absence a failure."""
+  kernels' library, unless DMLJAX_REQUIRE_CPU_KERNEL=1 makes their absence a failure."""
   if kernel and not cpu_kernel_library.available():
     if REQUIRED:
       pytest.fail(f"DMLJAX_REQUIRE_CPU_KERNEL=1, but {cpu_kernel_library.status()}")

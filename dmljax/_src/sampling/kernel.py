@@ -9,9 +9,9 @@ Two primitives, each an FFI call over rows of logits (a matrix: ``(rows, V)``):
 
 No transcendental function is computed in C++: the weights come in as XLA computed them, and the draw's noise and
 scores are XLA's (:mod:`.draw`), so every route gives the same bits. :func:`route` is where the filters take these
-kernels: on CPU, in a program of one device that is not being exported, where the library holds them and the
-trace-time choice allows it (:func:`dmljax._src.platform.choosing`'s ``cpu_kernel``); everywhere else, the XLA
-composition.
+kernels, through :func:`dmljax._src.cpu_route.choose`: on CPU, in a program of one device that is not being
+exported, where the library is loaded and the trace-time choice allows it (:func:`dmljax._src.platform.choosing`'s
+``cpu_kernel``); everywhere else, the XLA composition.
 """
 
 from __future__ import annotations
