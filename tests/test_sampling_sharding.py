@@ -54,7 +54,7 @@ CALLS = tuple(_calls())
 
 def _mesh(kind: str) -> Mesh:
   devices = np.array(jax.devices()[:4])
-  if kind == "explicit":
+  if kind.startswith("explicit"):
     return jax.make_mesh((4,), ("v",), axis_types=(AxisType.Explicit,), devices=list(devices))
   return Mesh(devices, ("v",))
 
@@ -66,8 +66,10 @@ def _all(x: jax.Array, k: jax.Array, p: jax.Array) -> tuple[jax.Array, ...]:
 _ALL = jax.jit(_all)  # the one-device program, compiled once for both meshes
 
 
-@pytest.mark.parametrize("kind", ["auto", "explicit"])
+@pytest.mark.parametrize("kind", ["auto", "explicit", "explicit without a mesh context"])
 def test_split_vocabulary_gives_the_unsharded_bits_and_moves_o_batch_bytes(kind: str) -> None:
+  """On explicit axes with ``jax.set_mesh`` and without it (the arrays' types alone carry the mesh: a value the
+  whole-row loop computes from constants then has no mesh, and must be given its batch array's)."""
   mesh = _mesh(kind)
   split = NamedSharding(mesh, P(None, "v"))
   whole = NamedSharding(mesh, P())

@@ -98,6 +98,16 @@ def varying_as(x: jax.Array, *like: Any) -> jax.Array:
   return _varying_along(x, frozenset().union(*(varying_axes(a) or frozenset() for a in like if a is not None)))
 
 
+def typed_like(x: jax.Array, like: jax.Array) -> jax.Array:
+  """``x`` on ``like``'s mesh with ``like``'s sharding where ``like``'s type carries explicit mesh axes and ``x``'s
+  type differs (a value computed inside a loop from constants has no mesh, and ``lax.dynamic_update_slice`` wants its
+  operand's sharding); else ``x``."""
+  want = jax.typeof(like).sharding
+  if getattr(getattr(want, "mesh", None), "empty", True) or jax.typeof(x).sharding == want:
+    return x
+  return jax.sharding.reshard(x, want)
+
+
 def typed_branches(
   on_true: Callable[[], Any], on_false: Callable[[], Any]
 ) -> tuple[Callable[[], Any], Callable[[], Any]]:
