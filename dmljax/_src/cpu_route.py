@@ -63,7 +63,7 @@ def choose(
 
   def cpu(x: jax.Array) -> Any:
     return shardings.by_program_devices(
-      x, one_device=one, several=several, trace_several=trace_several, kernel=usable if one is kernel else None
+      x, one_device=one, several=several, trace_several=trace_several, usable=usable if one is kernel else None
     )
 
   return platform.branch(x, cpu=cpu, default=default)

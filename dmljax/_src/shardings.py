@@ -185,7 +185,7 @@ def by_program_devices(
   one_device: Callable[[jax.Array], Any],
   several: Callable[[jax.Array], Any],
   trace_several: bool = False,
-  kernel: Callable[[Any], bool] | None = None,
+  usable: Callable[[Any], bool] | None = None,
 ) -> Any:
   """``one_device(x)`` in a program that runs on one device, ``several(x)`` in one spread over several; the two
   must compute the same values (they differ in what they cost where).
@@ -199,7 +199,7 @@ def by_program_devices(
   ``several`` needs where it holds a ``custom_partitioning`` call (JAX gives such a program its devices when
   lowering it only where it finds the call in the program it traced).
 
-  ``kernel``: ``one_device`` calls a compiled kernel, which ``kernel(ctx)`` (a lowering rule's context) says can
+  ``usable``: ``one_device`` calls a compiled kernel, which ``usable(ctx)`` (a lowering rule's context) says can
   run: ``one_device`` is then taken only where it also says so (a program lowered for CPU alone and not for
   ``jax.export``, the library loaded), and eagerly (``jax.disable_jit``) ``several`` runs.
   """
@@ -207,7 +207,7 @@ def by_program_devices(
     # A shape with jax.export's symbolic dimensions also takes ``several``: the one-device routes (the halving, the
     # kernels) need static shapes, the partitioner's take any.
     return several(x)
-  return _deferred(x, one_device, several, platform.current(), trace_several, kernel)
+  return _deferred(x, one_device, several, platform.current(), trace_several, usable)
 
 
 def _deferred(
@@ -216,11 +216,11 @@ def _deferred(
   several: Callable[[jax.Array], Any],
   choice: platform.Choice,
   trace_several: bool,
-  kernel: Callable[[Any], bool] | None = None,
+  usable: Callable[[Any], bool] | None = None,
 ) -> Any:
   traced, out_shape = jax.make_jaxpr(one_device, return_shape=True)(x)
   if traced.effects:
-    return one_device(x) if kernel is None else several(x)
+    return one_device(x) if usable is None else several(x)
   closes = any(isinstance(c, jax.core.Tracer) for c in traced.consts)
   several_traced = jax.make_jaxpr(several)(x) if trace_several or closes else None
   # Values the functions close over (a tracer of the caller's trace: a peak computed before) become operands.
@@ -237,7 +237,7 @@ def _deferred(
     traced=traced,
     several_traced=several_traced,
     counts=(len(one_consts), len(several_consts)),
-    kernel=kernel,
+    usable=usable,
   )
   return jax.tree.unflatten(jax.tree.structure(out_shape), outs)
 
@@ -276,13 +276,13 @@ def _by_devices_impl(
   several: Callable[[jax.Array], Any],
   choice: platform.Choice,
   counts: tuple[int, int],
-  kernel: Callable[[Any], bool] | None,
+  usable: Callable[[Any], bool] | None,
   **_: Any,
 ) -> Any:
   """Eagerly (``jax.disable_jit``): op by op, as traced for one device (for several, where one device's needs a
   kernel)."""
   one, other, x = _split(operands, counts)
-  if kernel is None:
+  if usable is None:
     return core.jaxpr_as_fun(traced)(*one, x)
   if several_traced is not None:
     return core.jaxpr_as_fun(several_traced)(*other, x)
@@ -297,10 +297,10 @@ def _by_devices_lowering(
   traced: core.ClosedJaxpr,
   several_traced: core.ClosedJaxpr | None,
   counts: tuple[int, int],
-  kernel: Callable[[Any], bool] | None,
+  usable: Callable[[Any], bool] | None,
 ) -> Any:
   # mlir.lower_fun traces the function with every operand of the primitive: each function picks its own.
-  if runs_on_one_device(ctx) and (kernel is None or kernel(ctx)):
+  if runs_on_one_device(ctx) and (usable is None or usable(ctx)):
 
     def run(*operands: Any) -> Any:
       one, _, x = _split(operands, counts)
@@ -341,7 +341,7 @@ def _by_devices_batched(args: Any, dims: Any, **params: Any) -> Any:
   args = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims, strict=True)]
   one_device, several = _functions(args, params, lambda fn, closed: lambda x: jax.vmap(fn)(*closed, x))
   outs = jax.tree.leaves(
-    _deferred(args[-1], one_device, several, params["choice"], params["several_traced"] is not None, params["kernel"])
+    _deferred(args[-1], one_device, several, params["choice"], params["several_traced"] is not None, params["usable"])
   )
   return outs, [0] * len(outs)
 
@@ -356,7 +356,7 @@ def _by_devices_jvp(primals: Any, tangents: Any, **params: Any) -> Any:
   one_device, several = _functions(primals, params, lambda fn, closed: lambda x: fn(*closed, x))
   x = primals[-1]
   outs = jax.tree.leaves(
-    _deferred(x, one_device, several, params["choice"], params["several_traced"] is not None, params["kernel"])
+    _deferred(x, one_device, several, params["choice"], params["several_traced"] is not None, params["usable"])
   )
   _, tangent_outs = jax.jvp(
     lambda *operands: core.jaxpr_as_fun(params["traced"])(*_split(operands, params["counts"])[0], operands[-1]),

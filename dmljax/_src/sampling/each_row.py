@@ -90,7 +90,9 @@ def each(flags: jax.Array, body: Callable[[At], Out], out: Out, *, name: str, li
     position = lax.dynamic_index_in_dim(order, i, 0, keepdims=False)
     values = jax.tree.leaves(body(At(position, batch)))
     acc = [
-      lax.dynamic_update_slice_in_dim(a, shardings.typed_like(jnp.reshape(v, (1, *a.shape[1:])).astype(a.dtype), a), position, 0)
+      lax.dynamic_update_slice_in_dim(
+        a, shardings.typed_like(jnp.reshape(v, (1, *a.shape[1:])).astype(a.dtype), a), position, 0
+      )
       for a, v in zip(acc, values, strict=True)
     ]
     return i + np.int32(1), acc
