@@ -89,7 +89,8 @@ def test_the_readme_is_a_guide_first() -> None:
 
 
 def _ci_lines() -> set[tuple[str, str]]:
-  """The (Python, jax) lines .ci/run runs the suite on: the floor's venv and each .ci/jax-line call."""
+  """The (Python, jax) lines .ci/run runs the suite (or its release-dependent tests) on: the floor's venv and each
+  .ci/jax-line call."""
   root = pathlib.Path(__file__).resolve().parent.parent
   run = (root / ".ci" / "run").read_text()
   lines = {(python, release) for python, release in re.findall(r"^\.ci/jax-line (\S+) (\S+) \S+$", run, re.M)}
