@@ -102,12 +102,12 @@ _DEFAULT_MIXED = {("float32", True), ("bfloat16", True), ("float16", False)}
 MIXED = [
   pytest.param(
     dtype,
-    kernel,
-    id=f"{np.dtype(dtype).name}-{'kernel' if kernel else 'composition'}",
-    marks=() if (np.dtype(dtype).name, kernel) in _DEFAULT_MIXED else pytest.mark.long,
+    *route.values,
+    id=f"{np.dtype(dtype).name}-{route.id}",
+    marks=() if (np.dtype(dtype).name, *route.values) in _DEFAULT_MIXED else pytest.mark.long,
   )
   for dtype in DTYPES
-  for kernel in (True, False)
+  for route in ROUTES
 ]
 # Few kept entries: the 16-bit types (where the kept-entries handler once compared in the wrong width) by default.
 FEW_KEPT = [d if np.dtype(d).itemsize == 2 else pytest.param(d, marks=pytest.mark.long) for d in DTYPES]
