@@ -21,9 +21,11 @@
 // DmljaxCpuSamplingKept: per row, the indices of the entries through a cut that are not NaN, in ascending order,
 // and how many there are (the rest of the row of indices is 0): what sample's draw over a whole row races over.
 //
-// Rows are spread over XLA's intra-op pool (csrc/cpu_parallel.h); a call of one row runs on the calling thread.
+// Rows are spread over XLA's intra-op pool (csrc/cpu_parallel.h); a call of fewer rows than the pool's threads (one
+// row, from the per-row loops) spreads each row's passes over it in parts instead.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -56,11 +58,13 @@ struct Float {
   static bool IsNaN(U bits) { return (bits & kMagnitude) > kInf; }
 
   // sign and magnitude to two's complement, then the top bit flipped: -inf is the smallest, +inf the largest.
+  // Without branches (a row's signs are as good as random: a branch on them mispredicts every other entry).
   static Digit DigitOf(U bits) {
-    U magnitude = bits & kMagnitude;
-    bool negative = (bits & kSign) != 0;
-    if (magnitude > kInf) magnitude = kInf, negative = true;  // NaN as -inf
-    const U twos = negative ? static_cast<U>(U{0} - magnitude) : magnitude;
+    const U magnitude = bits & kMagnitude;
+    const U nan = static_cast<U>(U{0} - static_cast<U>(magnitude > kInf));  // every bit set for a NaN
+    const U clean = static_cast<U>((magnitude & static_cast<U>(~nan)) | (kInf & nan));  // NaN as -inf
+    const U negative = static_cast<U>(U{0} - static_cast<U>(((bits >> (kWidth - 1)) | nan) & 1));
+    const U twos = static_cast<U>(static_cast<U>(clean ^ negative) - negative);  // -clean where negative
     return static_cast<U>(twos ^ kSign);
   }
 
@@ -80,18 +84,17 @@ using F64 = Float<uint64_t, 0x7ff0000000000000ull>;
 
 // Units -------------------------------------------------------------------------------------------------------
 
-// floor(w * 2**F) of a non-negative weight, exactly (a subnormal or zero weight counts none: w * 2**F < 1).
-inline U128 UnitsOf(float w, int fraction_bits) {
-  uint32_t bits;
-  std::memcpy(&bits, &w, sizeof bits);
-  const int exponent = static_cast<int>((bits >> 23) & 0xff);
-  if (exponent == 0 || exponent == 0xff || (bits >> 31) != 0) return 0;
-  const uint64_t mantissa = (bits & 0x7fffffu) | 0x800000u;
-  const int shift = exponent - 150 + fraction_bits;  // w = mantissa * 2**(exponent - 150)
-  if (shift >= 0) return static_cast<U128>(mantissa) << shift;
-  return shift <= -24 ? 0 : static_cast<U128>(mantissa >> -shift);
+// floor(w * 2**F) of a float32 weight, exactly, for the weights a row has (in [0, 1]: F <= 55 keeps their units
+// below 2**56): scaling by the power of two `scale` = 2**F is exact (a subnormal weight's product is below 1 and
+// counts none), and the conversion truncates. Without branches: a row's weights straddle the few that count and the
+// many that floor to 0. Anything else (NaN, negative, units of 2**63 or more) counts none.
+inline uint64_t UnitsOf(float w, float scale) {
+  const float units = w * scale;
+  const bool counts = units >= 1.0f && units < 0x1p63f;
+  return static_cast<uint64_t>(counts ? units : 0.0f);
 }
 
+// floor(w * 2**F) of a non-negative float64 weight, exactly (a subnormal or zero weight counts none: w * 2**F < 1).
 inline U128 UnitsOf(double w, int fraction_bits) {
   uint64_t bits;
   std::memcpy(&bits, &w, sizeof bits);
@@ -111,6 +114,52 @@ inline U128 MassNeed(U128 total, uint32_t pi) {
   return need == 0 ? 1 : need;
 }
 
+// Compaction ---------------------------------------------------------------------------------------------------
+
+// Calls emit(i), in ascending order, for every i in [begin, end) where take(i) holds (take: 0 or 1, computed
+// without branches, from the entry alone: a test of i would keep it from vectorizing). Blocks of kBlock entries where none holds are skipped after a test the compiler vectorizes: a search
+// keeps the few entries of one bucket, a draw the few of a nucleus, and a loop that stored every index would spend
+// its time there.
+template <typename Take, typename Emit>
+void Compact(int64_t begin, int64_t end, Take take, Emit emit) {
+  constexpr int64_t kBlock = 64;
+  for (int64_t start = begin; start < end; start += kBlock) {
+    const int64_t stop = std::min(end, start + kBlock);
+    uint32_t any = 0;
+    for (int64_t i = start; i < stop; ++i) any |= take(i);
+    if (any == 0) continue;
+    for (int64_t i = start; i < stop; ++i) {
+      if (take(i)) emit(i);
+    }
+  }
+}
+
+// Parts of a row ----------------------------------------------------------------------------------------------
+
+// How a row's passes are cut: `count` consecutive parts, run on XLA's pool where the call's rows are fewer than its
+// threads (a batch of one row is the common call: the per-row loops hand the kernels one row at a time), else one
+// part on the thread that runs the row.
+struct Parts {
+  ffi::ThreadPool* pool = nullptr;
+  int64_t count = 1;
+
+  static constexpr int64_t kMinLength = 1 << 15;  // shorter parts cost more to hand out than they save
+
+  static Parts For(ffi::ThreadPool& pool, int64_t rows, int64_t n) {
+    const int64_t threads = std::max<int64_t>(1, pool.num_threads());
+    if (rows >= threads) return {};
+    return {&pool, std::clamp<int64_t>(n / kMinLength, 1, threads)};
+  }
+
+  int64_t Begin(int64_t part, int64_t n) const { return n * part / count; }
+
+  template <typename Body>
+  void Run(Body body) const {
+    if (count == 1) return body(0);
+    ParallelFor(*pool, count, count, body);
+  }
+};
+
 // The search ---------------------------------------------------------------------------------------------------
 
 template <typename T>
@@ -120,12 +169,13 @@ struct Cut {
 };
 
 // The cut (a digit and an index) of the shortest prefix of the entries whose measure reaches need(total), total
-// being the measure of them all (need(total) <= total): measure(i) is entry i's count or units, 0 for an entry
-// outside the set measured. Counts by the top kFirst bits of the digits, then kNext bits at a time over the entries
-// of the chosen bucket; returns the total too.
-template <typename Digit, typename Measure, typename Need>
-Cut<Digit> Select(const Digit* digits, int64_t n, Measure measure, Need need_of, U128* total,
-                  std::vector<int32_t>& members, std::vector<U128>& sums) {
+// being the measure of them all (need(total) <= total): digit(i) is entry i's digit, measure(i) its count or units,
+// 0 for an entry outside the set measured. Counts by the top kFirst bits of the digits over the whole row (its
+// parts summed apart, then together: the sums are exact), then kNext bits at a time over the entries of the chosen
+// bucket; returns the total too.
+template <typename Digit, typename DigitAt, typename Measure, typename Need>
+Cut<Digit> Select(const Parts& parts, int64_t n, DigitAt digit, Measure measure, Need need_of, U128* total,
+                  std::vector<int32_t>& members) {
   constexpr int kWidth = sizeof(Digit) * 8;
   constexpr int kFirst = kWidth >= 32 ? 11 : 8;
   constexpr int kNext = 8;
@@ -133,6 +183,9 @@ Cut<Digit> Select(const Digit* digits, int64_t n, Measure measure, Need need_of,
   U128 need = 0;
   Digit prefix = 0;  // the top `decided` bits of the threshold
   int decided = 0;
+  std::vector<U128> sums;
+  std::vector<std::vector<U128>> part_sums(static_cast<size_t>(parts.count));
+  std::vector<std::vector<int32_t>> part_members(static_cast<size_t>(parts.count));
   members.clear();
   while (decided < kWidth) {
     const int width = std::min(decided == 0 ? kFirst : kNext, kWidth - decided);
@@ -141,26 +194,42 @@ Cut<Digit> Select(const Digit* digits, int64_t n, Measure measure, Need need_of,
     const uint64_t mask = (uint64_t{1} << width) - 1;
     sums.assign(buckets, 0);
     if (decided == 0) {
-      for (int64_t i = 0; i < n; ++i) sums[static_cast<size_t>((digits[i] >> shift) & mask)] += measure(i);
+      parts.Run([&, shift, mask](int64_t part) {
+        std::vector<U128>& local = part_sums[static_cast<size_t>(part)];
+        local.assign(buckets, 0);
+        U128* const counts = local.data();  // (not read through the vector: its stores would reload it)
+        for (int64_t i = parts.Begin(part, n), end = parts.Begin(part + 1, n); i < end; ++i) {
+          counts[static_cast<size_t>((digit(i) >> shift) & mask)] += measure(i);
+        }
+      });
+      for (const std::vector<U128>& local : part_sums) {
+        for (size_t b = 0; b < buckets; ++b) sums[b] += local[b];
+      }
       U128 all = 0;
       for (const U128 sum : sums) all += sum;
       *total = all;
       need = need_of(all);
     } else {
-      for (const int32_t i : members) sums[static_cast<size_t>((digits[i] >> shift) & mask)] += measure(i);
+      for (const int32_t i : members) sums[static_cast<size_t>((digit(i) >> shift) & mask)] += measure(i);
     }
     size_t chosen = buckets - 1;
     while (chosen > 0 && above + sums[chosen] < need) above += sums[chosen--];
     prefix = static_cast<Digit>(prefix | (static_cast<Digit>(chosen) << shift));
     const Digit high = static_cast<Digit>(prefix >> shift);
     if (decided == 0) {
-      for (int64_t i = 0; i < n; ++i) {
-        if (static_cast<Digit>(digits[i] >> shift) == high) members.push_back(static_cast<int32_t>(i));
-      }
+      parts.Run([&, shift, high](int64_t part) {
+        std::vector<int32_t>& local = part_members[static_cast<size_t>(part)];
+        local.clear();
+        Compact(
+            parts.Begin(part, n), parts.Begin(part + 1, n),
+            [&](int64_t i) { return static_cast<uint32_t>(static_cast<Digit>(digit(i) >> shift) == high); },
+            [&](int64_t i) { local.push_back(static_cast<int32_t>(i)); });
+      });
+      for (const std::vector<int32_t>& local : part_members) members.insert(members.end(), local.begin(), local.end());
     } else {
       size_t out = 0;
       for (const int32_t i : members) {
-        if (static_cast<Digit>(digits[i] >> shift) == high) members[out++] = i;
+        if (static_cast<Digit>(digit(i) >> shift) == high) members[out++] = i;
       }
       members.resize(out);
     }
@@ -184,47 +253,76 @@ struct Row {
 constexpr int32_t kCount = 1, kMass = 2;
 
 // One row's cut and the mass top-p measured (its top-k prefix's, or the row's; 0 where top-p is not searched).
+// The digits are computed once, in a pass of their own (which vectorizes; computed where the counting reads them,
+// they made it 2-3x slower).
 template <typename Type, typename Weight>
-void CutRow(const typename Type::Bits* x, const Weight* w, const Row& row, int fraction_bits,
-            typename Type::Key* t_out, int32_t* j_out, U128* total, std::vector<typename Type::Digit>& digits,
-            std::vector<int32_t>& members, std::vector<U128>& sums) {
+void CutRow(const Parts& parts, const typename Type::Bits* x, const Weight* w, const Row& row, int fraction_bits,
+            typename Type::Key* t_out, int32_t* j_out, U128* total) {
   using Digit = typename Type::Digit;
-  digits.resize(static_cast<size_t>(row.n));
-  for (int64_t i = 0; i < row.n; ++i) digits[i] = Type::DigitOf(x[i]);
+  std::vector<Digit> digits(static_cast<size_t>(row.n));
+  Digit* const stored = digits.data();
+  parts.Run([&](int64_t part) {
+    for (int64_t i = parts.Begin(part, row.n), end = parts.Begin(part + 1, row.n); i < end; ++i) {
+      stored[i] = Type::DigitOf(x[i]);
+    }
+  });
+  const auto digit = [stored](int64_t i) { return stored[i]; };
+  std::vector<int32_t> members;
   Cut<Digit> cut{0, row.n - 1};  // every entry: every digit is at least 0
   *total = 0;
   if (row.what & kCount) {
     U128 count = 0;
     const auto one = [](int64_t) { return U128{1}; };
-    cut = Select(digits.data(), row.n, one, [&](U128) { return static_cast<U128>(row.k); }, &count, members, sums);
+    cut = Select<Digit>(parts, row.n, digit, one, [&](U128) { return static_cast<U128>(row.k); }, &count, members);
   }
   if ((row.what & kMass) && w != nullptr) {
     const Cut<Digit> prior = cut;
-    const auto units = [&](int64_t i) {
-      const bool in = digits[i] > prior.t || (digits[i] == prior.t && i <= prior.j);
-      return in ? UnitsOf(w[i], fraction_bits) : U128{0};
+    const float scale = std::ldexp(1.0f, fraction_bits);
+    const auto units = [&](int64_t i) -> U128 {
+      const Digit d = digit(i);
+      const bool in = (d > prior.t) | ((d == prior.t) & (i <= prior.j));
+      if constexpr (std::is_same_v<Weight, float>) {
+        return UnitsOf(w[i], scale) & (uint64_t{0} - static_cast<uint64_t>(in));
+      } else {
+        return in ? UnitsOf(w[i], fraction_bits) : U128{0};
+      }
     };
     const auto need = [&](U128 all) { return MassNeed(all, row.pi); };
-    cut = Select(digits.data(), row.n, units, need, total, members, sums);
+    cut = Select<Digit>(parts, row.n, digit, units, need, total, members);
   }
   *t_out = Type::KeyOf(cut.t);
   *j_out = static_cast<int32_t>(cut.j);
 }
 
+// One row's kept entries: each part compacts its indices into its own span of the output, then the spans are moved
+// together in order.
 template <typename Type>
-void KeptRow(const typename Type::Bits* x, int64_t n, typename Type::Key t, int32_t j, int32_t* indices,
-             int32_t* count) {
+void KeptRow(const Parts& parts, const typename Type::Bits* x, int64_t n, typename Type::Key t, int32_t j,
+             int32_t* indices, int32_t* count) {
   // Compared as the library's keys, not as digits: a cut's t need not be the key of any value of a narrow type
   // (the whole row's cut is t = 0, below the widened key of every 16-bit value).
-  int32_t found = 0;
-  for (int64_t i = 0; i < n; ++i) {
+  const auto in = [&](int64_t i, bool through) {
     const typename Type::Key key = Type::KeyOf(Type::DigitOf(x[i]));
-    const bool in = (key > t || (key == t && i <= j)) && !Type::IsNaN(x[i]);
-    indices[found] = static_cast<int32_t>(i);
-    found += in ? 1 : 0;
+    return (static_cast<uint32_t>(key > t) | (static_cast<uint32_t>(key == t) & static_cast<uint32_t>(through))) &
+           static_cast<uint32_t>(!Type::IsNaN(x[i]));
+  };
+  const int64_t split = std::clamp<int64_t>(int64_t{j} + 1, 0, n);  // through index j, the entries of key t are in
+  std::vector<int64_t> found(static_cast<size_t>(parts.count), 0);
+  parts.Run([&](int64_t part) {
+    const int64_t begin = parts.Begin(part, n), end = parts.Begin(part + 1, n);
+    int64_t& here = found[static_cast<size_t>(part)];
+    const auto emit = [&](int64_t i) { indices[begin + here++] = static_cast<int32_t>(i); };
+    Compact(begin, std::clamp(split, begin, end), [&](int64_t i) { return in(i, true); }, emit);
+    Compact(std::clamp(split, begin, end), end, [&](int64_t i) { return in(i, false); }, emit);
+  });
+  int64_t total = 0;
+  for (int64_t part = 0; part < parts.count; ++part) {
+    const int64_t begin = parts.Begin(part, n), here = found[static_cast<size_t>(part)];
+    if (begin != total) std::memmove(indices + total, indices + begin, static_cast<size_t>(here) * sizeof(int32_t));
+    total += here;
   }
-  std::fill(indices + found, indices + n, 0);
-  *count = found;
+  std::fill(indices + total, indices + n, 0);
+  *count = static_cast<int32_t>(total);
 }
 
 // The calls ----------------------------------------------------------------------------------------------------
@@ -238,18 +336,20 @@ void CutRows(ffi::ThreadPool& pool, int64_t rows, int64_t n, const void* logits,
   const auto* x = static_cast<const typename Type::Bits*>(logits);
   const auto* w = static_cast<const Weight*>(weights);
   auto* t_out = static_cast<typename Type::Key*>(t);
-  const int64_t threads = rows > 1 ? std::min<int64_t>(pool.num_threads(), rows) : 1;
-  ParallelFor(pool, threads, rows, [&](int64_t r) {
-    std::vector<typename Type::Digit> digits;
-    std::vector<int32_t> members;
-    std::vector<U128> sums;
+  const Parts parts = Parts::For(pool, rows, n);
+  const auto cut = [&](int64_t r) {
     const Row row{n, k[r], static_cast<uint32_t>(pi[r]), what[r]};
     U128 sum = 0;
-    CutRow<Type, Weight>(x + r * n, w == nullptr ? nullptr : w + r * n, row, fraction_bits, &t_out[r], &j[r],
-                         &sum, digits, members, sums);
+    CutRow<Type, Weight>(parts, x + r * n, w == nullptr ? nullptr : w + r * n, row, fraction_bits, &t_out[r], &j[r],
+                         &sum);
     const U128 mask = (U128{1} << limb_bits) - 1;
     for (int64_t l = 0; l < limbs; ++l) total[r * limbs + l] = static_cast<int32_t>((sum >> (limb_bits * l)) & mask);
-  });
+  };
+  if (parts.count > 1) {
+    for (int64_t r = 0; r < rows; ++r) cut(r);  // each row on the pool
+  } else {
+    ParallelFor(pool, std::min<int64_t>(pool.num_threads(), rows), rows, cut);
+  }
 }
 
 template <typename Type>
@@ -332,8 +432,13 @@ void KeptRows(ffi::ThreadPool& pool, int64_t rows, int64_t n, const void* logits
               int32_t* indices, int32_t* count) {
   const auto* x = static_cast<const typename Type::Bits*>(logits);
   const auto* tt = static_cast<const typename Type::Key*>(t);
-  const int64_t threads = rows > 1 ? std::min<int64_t>(pool.num_threads(), rows) : 1;
-  ParallelFor(pool, threads, rows, [&](int64_t r) { KeptRow<Type>(x + r * n, n, tt[r], j[r], indices + r * n, count + r); });
+  const Parts parts = Parts::For(pool, rows, n);
+  const auto kept = [&](int64_t r) { KeptRow<Type>(parts, x + r * n, n, tt[r], j[r], indices + r * n, count + r); };
+  if (parts.count > 1) {
+    for (int64_t r = 0; r < rows; ++r) kept(r);  // each row on the pool
+  } else {
+    ParallelFor(pool, std::min<int64_t>(pool.num_threads(), rows), rows, kept);
+  }
 }
 
 ffi::Error CheckedKept(ffi::ThreadPool& pool, ffi::AnyBuffer& logits, ffi::AnyBuffer& t, ffi::Buffer<ffi::S32>& j,

@@ -257,3 +257,65 @@ def test_a_row_drawn_from_few_kept_entries_gives_the_composition_s_tokens(dtype:
     expected = np.flatnonzero(~np.isnan(x[row].astype(np.float64)))
     assert int(count[row]) == expected.size, (row, int(count[row]), expected.size)
     assert_bitwise_equal(np.asarray(listed[row, : expected.size]), expected.astype(np.int32), f"row {row}'s list")
+
+
+LONG = 1 << 17  # long enough that the kernels cut a row's passes into parts (one per thread, up to four)
+
+
+def test_long_rows_searched_in_parts_give_the_composition_s_bits() -> None:
+  """A batch of one row of 2**17 entries, fewer rows than the kernels' threads, so that each pass over the row is
+  cut into parts: its threshold's ties (a few logit values only) lie in every part, and its NaN entries too. The top-k
+  count and the top-p mass searched (one after the other, and each alone), the masks and the draws equal the
+  composition's by bits and the NumPy reference's; the kept entries the kernel lists are every kept entry, ascending.
+  """
+  rng = np.random.default_rng(2718)
+  x = rng.integers(-40, 4, (1, LONG)).astype(np.float32) / np.float32(4)  # 44 values: ties everywhere
+  x[0, rng.permutation(LONG)[:500]] = np.nan
+  key = jax.random.key(31)
+
+  def outputs(route: bool) -> list[np.ndarray]:
+    with _route(route):
+      calls = jax.jit(
+        lambda x: (
+          S.top_k_mask(x, 40000),
+          S.top_p_mask(x, 0.9),
+          S.top_p_mask(x, 0.3),
+          S.sample(key, x, temperature=0.7, top_k=40000, top_p=0.95),
+          S.sample(key, x, temperature=1.3, top_p=0.2),
+        )
+      )
+      return [np.asarray(a) for a in calls(x)]
+
+  got, composed = outputs(True), outputs(False)
+  for i, (a, b) in enumerate(zip(got, composed, strict=True)):
+    assert_bitwise_equal(a, b, f"output {i}: the routes differ")
+  assert_bitwise_equal(got[0], ref.apply_rows(ref.keep_top_k, x, np.array([40000])), "top_k_mask")
+  assert_bitwise_equal(got[1], ref.expected_top_p(x, np.array([0.9], np.float32), got[1]), "top_p_mask(0.9)")
+  assert_bitwise_equal(got[2], ref.expected_top_p(x, np.array([0.3], np.float32), got[2]), "top_p_mask(0.3)")
+  assert ref.sampler_keep(x[0], 0.7, 40000, 0.95, 0.0)[got[3][0]], "the drawn token is not kept"
+  assert ref.sampler_keep(x[0], 1.3, 0, 0.2, 0.0)[got[4][0]], "the drawn token is not kept"
+  kept = np.isfinite(got[2][0])  # a cut inside the ties of a value: its entries through an index j
+  order = ref.order(x[0])
+  last = order[int(kept.sum()) - 1]
+  t, j = search.order_key(jnp.asarray(x[:, last : last + 1])), jnp.full((1, 1), last, jnp.int32)
+  with _route(True):
+    listed, count = jax.jit(sampling_kernel.kept)(jnp.asarray(x), t[:, 0], j[:, 0])
+  expected = np.flatnonzero(kept)
+  assert int(count[0]) == expected.size, (int(count[0]), expected.size)
+  assert_bitwise_equal(np.asarray(listed[0, : expected.size]), expected.astype(np.int32), "the kept entries' list")
+  assert not np.asarray(listed[0, expected.size :]).any(), "the list's tail is not zeros"
+
+
+def test_a_batch_of_one_row_runs_no_kernel_call_outside_its_loops() -> None:
+  """In a batch of one row a loop's body reads the whole batch, and XLA hoisted the kernels' calls out of their
+  loops, running them even where the loop makes no pass: the compiled program's entry computation holds none."""
+  x = jnp.zeros((1, V), jnp.float32)
+  key = jax.random.key(0)
+  targets = (cpu_kernel_library.SAMPLING_CUT_TARGET, cpu_kernel_library.SAMPLING_KEPT_TARGET)
+  with _route(True):
+    for fn in (lambda x: S.top_p_mask(x, 0.9), lambda x: S.sample(key, x, temperature=0.7, top_k=0, top_p=0.9)):
+      text = jax.jit(fn).lower(x).compile().as_text()
+      assert targets[0] in text, "the program has no search call"
+      entry = text[text.index("\nENTRY ") :]
+      entry = entry[: entry.index("\n}")]
+      assert not [t for t in targets if t in entry], entry
