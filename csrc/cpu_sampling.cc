@@ -117,9 +117,9 @@ inline U128 MassNeed(U128 total, uint32_t pi) {
 // Compaction ---------------------------------------------------------------------------------------------------
 
 // Calls emit(i), in ascending order, for every i in [begin, end) where take(i) holds (take: 0 or 1, computed
-// without branches, from the entry alone: a test of i would keep it from vectorizing). Blocks of kBlock entries where none holds are skipped after a test the compiler vectorizes: a search
-// keeps the few entries of one bucket, a draw the few of a nucleus, and a loop that stored every index would spend
-// its time there.
+// without branches, from the entry alone: a test of i would keep it from vectorizing). Blocks of kBlock entries
+// where none holds are skipped after a test the compiler vectorizes: a search keeps the few entries of one bucket,
+// a draw the few of a nucleus, and a loop that stored every index would spend its time there.
 template <typename Take, typename Emit>
 void Compact(int64_t begin, int64_t end, Take take, Emit emit) {
   constexpr int64_t kBlock = 64;
