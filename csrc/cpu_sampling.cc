@@ -140,14 +140,14 @@ void Compact(int64_t begin, int64_t end, Take take, Emit emit) {
 // threads (a batch of one row is the common call: the per-row loops hand the kernels one row at a time), else one
 // part on the thread that runs the row.
 struct Parts {
-  ffi::ThreadPool* pool = nullptr;
-  int64_t count = 1;
+  ffi::ThreadPool* pool;
+  int64_t count;
 
   static constexpr int64_t kMinLength = 1 << 15;  // shorter parts cost more to hand out than they save
 
   static Parts For(ffi::ThreadPool& pool, int64_t rows, int64_t n) {
     const int64_t threads = std::max<int64_t>(1, pool.num_threads());
-    if (rows >= threads) return {};
+    if (rows >= threads) return {&pool, 1};
     return {&pool, std::clamp<int64_t>(n / kMinLength, 1, threads)};
   }
 
@@ -157,6 +157,14 @@ struct Parts {
   void Run(Body body) const {
     if (count == 1) return body(0);
     ParallelFor(*pool, count, count, body);
+  }
+
+  // row(r) for each of a call's rows: one after another where each row's passes run in parts, else spread over the
+  // pool.
+  template <typename Body>
+  void EachRow(int64_t rows, Body row) const {
+    if (count == 1) return ParallelFor(*pool, std::min<int64_t>(pool->num_threads(), rows), rows, row);
+    for (int64_t r = 0; r < rows; ++r) row(r);
   }
 };
 
@@ -345,11 +353,7 @@ void CutRows(ffi::ThreadPool& pool, int64_t rows, int64_t n, const void* logits,
     const U128 mask = (U128{1} << limb_bits) - 1;
     for (int64_t l = 0; l < limbs; ++l) total[r * limbs + l] = static_cast<int32_t>((sum >> (limb_bits * l)) & mask);
   };
-  if (parts.count > 1) {
-    for (int64_t r = 0; r < rows; ++r) cut(r);  // each row on the pool
-  } else {
-    ParallelFor(pool, std::min<int64_t>(pool.num_threads(), rows), rows, cut);
-  }
+  parts.EachRow(rows, cut);
 }
 
 template <typename Type>
@@ -434,11 +438,7 @@ void KeptRows(ffi::ThreadPool& pool, int64_t rows, int64_t n, const void* logits
   const auto* tt = static_cast<const typename Type::Key*>(t);
   const Parts parts = Parts::For(pool, rows, n);
   const auto kept = [&](int64_t r) { KeptRow<Type>(parts, x + r * n, n, tt[r], j[r], indices + r * n, count + r); };
-  if (parts.count > 1) {
-    for (int64_t r = 0; r < rows; ++r) kept(r);  // each row on the pool
-  } else {
-    ParallelFor(pool, std::min<int64_t>(pool.num_threads(), rows), rows, kept);
-  }
+  parts.EachRow(rows, kept);
 }
 
 ffi::Error CheckedKept(ffi::ThreadPool& pool, ffi::AnyBuffer& logits, ffi::AnyBuffer& t, ffi::Buffer<ffi::S32>& j,
