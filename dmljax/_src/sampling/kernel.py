@@ -93,7 +93,7 @@ def _cut_abstract_eval(logits: Any, weights: Any, k: Any, pi: Any, what: Any, *,
 # Both calls are lowered as having a side effect, which they do not have, so that XLA leaves them where they are:
 # they run inside the per-row loops (:mod:`.each_row`), and in a batch of one row a loop's body reads the whole
 # batch, so XLA's loop-invariant code motion hoisted the call out of its loop and ran it even where the loop makes no
-# pass (a one-row top_p_mask ran two whole-row searches, 2.3x the time of one).
+# pass (a one-row top_p_mask ran two whole-row searches).
 
 
 def _cut_lowering(ctx: Any, *operands: Any, fraction_bits: int, limb_bits: int, limbs: int) -> Any:
