@@ -19,8 +19,14 @@ NEEDS = {
   "gpu": ("jax-cuda12-plugin", "jax-cuda12-pjrt", "nvidia-cuda-nvcc-cu12"),
   "tpu": ("libtpu",),
 }
-# libtpu reads these when JAX builds a TPU topology: no metadata server, one worker, this host.
-TPU_ENVIRONMENT = {"TPU_SKIP_MDS_QUERY": "1", "TPU_WORKER_ID": "0", "TPU_WORKER_HOSTNAMES": "localhost"}
+# libtpu reads these when JAX builds a TPU topology: no TPU VM metadata server to ask, one worker, this host, and
+# its lock file not held (processes side by side, as the test suite's workers, each load libtpu).
+TPU_ENVIRONMENT = {
+  "TPU_SKIP_MDS_QUERY": "1",
+  "TPU_WORKER_ID": "0",
+  "TPU_WORKER_HOSTNAMES": "localhost",
+  "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+}
 
 
 def version(distribution: str) -> str | None:
