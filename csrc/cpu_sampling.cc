@@ -10,7 +10,7 @@
 // reaches p of the mass of the entries of the row or of its top-k prefix (top-p), or both in that order, and the
 // mass it was measured against. The mass is exact (dmljax/_src/sampling/mass.py): the weights w = exp(z) come in
 // as XLA computed them (float32, float64 for float64 logits), each counts floor(w * 2**F) units, summed here as
-// 128-bit integers, and a prefix of K units reaches p of T when K >= 1 and K * 2**24 >= pi * T, pi = ceil(p *
+// exact integers (64 bits where a row's sums fit them, else 128), and a prefix of K units reaches p of T when K >= 1 and K * 2**24 >= pi * T, pi = ceil(p *
 // 2**24). So the cut is the one XLA's bisection finds (the same entries, compared in the same integers), found
 // here by a radix selection over the keys: the entries are counted (or their units summed) by the top bits of
 // their key, the bucket where the running sum from the top first reaches the target is kept, and the entries in
@@ -84,14 +84,41 @@ using F64 = Float<uint64_t, 0x7ff0000000000000ull>;
 
 // Units -------------------------------------------------------------------------------------------------------
 
-// floor(w * 2**F) of a float32 weight, exactly, for the weights a row has (in [0, 1]: F <= 55 keeps their units
-// below 2**56): scaling by the power of two `scale` = 2**F is exact (a subnormal weight's product is below 1 and
-// counts none), and the conversion truncates. Without branches: a row's weights straddle the few that count and the
-// many that floor to 0. Anything else (NaN, negative, units of 2**63 or more) counts none.
-inline uint64_t UnitsOf(float w, float scale) {
-  const float units = w * scale;
-  const bool counts = units >= 1.0f && units < 0x1p63f;
-  return static_cast<uint64_t>(counts ? units : 0.0f);
+// floor(w * 2**F) of a float32 weight, exactly, from its bits alone: a normal weight of exponent field e and
+// significand m (24 bits, its leading one included) is m * 2**s units, s = e - 150 + F, computed as (m << 39) >>
+// (39 - s), one shift the compiler vectorizes (AVX2 shifts each lane by its own count; a float's conversion to a
+// 64-bit integer does not vectorize). A weight counts none where it is negative, subnormal (m * 2**s < 1 for F <=
+// 96), infinite or NaN, or where its units reach 2**63 (s > 39); the weights a row has lie in [0, 1] (F <= 55 keeps
+// their units below 2**56). Without branches: a row's weights straddle the few that count much and the many that
+// count little.
+__attribute__((always_inline)) inline uint64_t UnitsOf(uint32_t bits, int fraction_bits) {
+  const uint32_t e = bits >> 23;  // the sign bit too: a negative weight's e is 256 or more
+  const int32_t right = 189 - fraction_bits - static_cast<int32_t>(e);  // 39 - s
+  const uint64_t m = static_cast<uint64_t>((bits & 0x7fffffu) | 0x800000u) << 39;
+  const uint64_t value = m >> std::min(static_cast<uint32_t>(right), 63u);
+  const bool counts = (e - 1u < 254u) & (right >= 0);
+  return value & (uint64_t{0} - static_cast<uint64_t>(counts));
+}
+
+__attribute__((always_inline)) inline void UnitsBody(const uint32_t* __restrict__ w, int64_t count, int fraction_bits,
+                                                     uint64_t* __restrict__ units) {
+  for (int64_t i = 0; i < count; ++i) units[i] = UnitsOf(w[i], fraction_bits);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) void UnitsAvx2(const uint32_t* w, int64_t count, int fraction_bits, uint64_t* units) {
+  UnitsBody(w, count, fraction_bits, units);
+}
+#endif
+
+// The units of w[0, count) into units[0, count), built for the x86-64 baseline and for AVX2; the first call on a CPU
+// with AVX2 takes the second.
+void UnitsOf(const uint32_t* w, int64_t count, int fraction_bits, uint64_t* units) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return UnitsAvx2(w, count, fraction_bits, units);
+#endif
+  UnitsBody(w, count, fraction_bits, units);
 }
 
 // floor(w * 2**F) of a non-negative float64 weight, exactly (a subnormal or zero weight counts none: w * 2**F < 1).
@@ -116,22 +143,31 @@ inline U128 MassNeed(U128 total, uint32_t pi) {
 
 // Compaction ---------------------------------------------------------------------------------------------------
 
-// Calls emit(i), in ascending order, for every i in [begin, end) where take(i) holds (take: 0 or 1, computed
-// without branches, from the entry alone: a test of i would keep it from vectorizing). Blocks of kBlock entries
+// Writes to out, in ascending order, every i in [begin, end) where take(i) holds (take: 0 or 1, computed without
+// branches, from the entry alone: a test of i would keep it from vectorizing), and returns how many. out must have
+// room for end - begin indices: every index is stored, then kept by advancing the count (no branch on take, which a
+// row's entries would mispredict), so the store of entry i is at most at out[i - begin]. Blocks of kBlock entries
 // where none holds are skipped after a test the compiler vectorizes: a search keeps the few entries of one bucket,
-// a draw the few of a nucleus, and a loop that stored every index would spend its time there.
-template <typename Take, typename Emit>
-void Compact(int64_t begin, int64_t end, Take take, Emit emit) {
-  constexpr int64_t kBlock = 64;
+// a draw the few of a nucleus.
+template <typename Take>
+int64_t Compact(int64_t begin, int64_t end, Take take, int32_t* out) {
+  constexpr int64_t kBlock = 16;
+  int64_t count = 0;
+  uint32_t taken[kBlock];
   for (int64_t start = begin; start < end; start += kBlock) {
-    const int64_t stop = std::min(end, start + kBlock);
+    const int64_t size = std::min(end - start, kBlock);
     uint32_t any = 0;
-    for (int64_t i = start; i < stop; ++i) any |= take(i);
+    for (int64_t i = 0; i < size; ++i) {
+      taken[i] = take(start + i);
+      any |= taken[i];
+    }
     if (any == 0) continue;
-    for (int64_t i = start; i < stop; ++i) {
-      if (take(i)) emit(i);
+    for (int64_t i = 0; i < size; ++i) {
+      out[count] = static_cast<int32_t>(start + i);
+      count += taken[i];
     }
   }
+  return count;
 }
 
 // Parts of a row ----------------------------------------------------------------------------------------------
@@ -168,6 +204,31 @@ struct Parts {
   }
 };
 
+// Scratch -----------------------------------------------------------------------------------------------------
+
+// n elements of T for one call's passes over a row, from a buffer the calling thread keeps from call to call (the
+// caller passes its thread_local vector) for rows of up to kKeptLength entries, else of the call's own. A buffer
+// allocated afresh for every call paid for its pages every time: the allocator hands a large freed block back to the
+// system, and the next call faults its pages in again (a third of the time of a 128,256-entry row's cut). A thread
+// keeps at most 4 bytes per entry of such a row (1 MiB); the caller's thread waits for the pool's threads without
+// running other work, so no other call shares its buffers.
+template <typename T>
+class RowScratch {
+ public:
+  static constexpr size_t kKeptLength = size_t{1} << 18;
+
+  RowScratch(std::vector<T>& kept, size_t n) {
+    std::vector<T>& use = n <= kKeptLength ? kept : own_;
+    if (use.size() < n) use.resize(n);
+    data_ = use.data();
+  }
+  T* data() const { return data_; }
+
+ private:
+  std::vector<T> own_;
+  T* data_ = nullptr;
+};
+
 // The search ---------------------------------------------------------------------------------------------------
 
 template <typename T>
@@ -176,14 +237,77 @@ struct Cut {
   int64_t j;
 };
 
+// A row's digits, computed where a pass reads them: one at a time (the passes over a bucket's few members), or a
+// block at a time into a buffer the first-level cache holds (the passes over the whole row: a loop the compiler
+// vectorizes). A row-long array of them, written in a pass of its own, cost more in memory traffic than computing
+// them again.
+template <typename Type>
+struct RowDigits {
+  using Digit = typename Type::Digit;
+  const typename Type::Bits* x;
+
+  Digit operator()(int64_t i) const { return Type::DigitOf(x[i]); }
+  void Block(int64_t begin, int64_t end, Digit* __restrict__ out) const {
+    for (int64_t i = begin; i < end; ++i) out[i - begin] = Type::DigitOf(x[i]);
+  }
+};
+
+// What a search measures: measure(i, digit) of entry i; Block the measures of a block of entries from their digits,
+// where kBlocks (each below 2**bits, so that a part's sums fit 64 bits where bits + log2(n) <= 64).
+template <typename Digit>
+struct CountOne {  // top-k: every entry counts 1
+  static constexpr bool kBlocks = true;
+  int bits = 1;
+  U128 operator()(int64_t, Digit) const { return 1; }
+  void Block(int64_t begin, int64_t end, const Digit*, uint64_t* out) const { std::fill(out, out + (end - begin), 1); }
+};
+
+template <typename Digit, typename Weight>
+struct CutUnits {  // top-p: an entry's units, where it lies in the prior cut (top-k's prefix, or the whole row)
+  static constexpr bool kBlocks = std::is_same_v<Weight, float>;
+  const Weight* w;
+  int fraction_bits;
+  Cut<Digit> prior;
+  // A weight of at most 1 (every weight: w = exp(z), z <= 0) counts at most 2**F units.
+  int bits = kBlocks ? fraction_bits + 1 : 128;
+
+  bool In(int64_t i, Digit d) const { return (d > prior.t) | ((d == prior.t) & (i <= prior.j)); }
+  U128 operator()(int64_t i, Digit d) const {
+    if constexpr (kBlocks) {
+      uint32_t weight_bits;
+      std::memcpy(&weight_bits, w + i, sizeof weight_bits);
+      return UnitsOf(weight_bits, fraction_bits) & (uint64_t{0} - static_cast<uint64_t>(In(i, d)));
+    } else {
+      return In(i, d) ? UnitsOf(w[i], fraction_bits) : U128{0};
+    }
+  }
+  void Block(int64_t begin, int64_t end, const Digit* digits, uint64_t* out) const {
+    UnitsOf(reinterpret_cast<const uint32_t*>(w) + begin, end - begin, fraction_bits, out);
+    // In(i, d) is d >= t through index j and d > t after it: two loops without a test of i, which vectorize (none
+    // where every entry is in, the whole row's cut: every digit is at least 0).
+    const int64_t split = std::clamp<int64_t>(prior.j + 1, begin, end);
+    if (prior.t != 0) {
+      for (int64_t i = begin; i < split; ++i) {
+        out[i - begin] &= uint64_t{0} - static_cast<uint64_t>(digits[i - begin] >= prior.t);
+      }
+    }
+    for (int64_t i = split; i < end; ++i) {
+      out[i - begin] &= uint64_t{0} - static_cast<uint64_t>(digits[i - begin] > prior.t);
+    }
+  }
+};
+
 // The cut (a digit and an index) of the shortest prefix of the entries whose measure reaches need(total), total
-// being the measure of them all (need(total) <= total): digit(i) is entry i's digit, measure(i) its count or units,
-// 0 for an entry outside the set measured. Counts by the top kFirst bits of the digits over the whole row (its
-// parts summed apart, then together: the sums are exact), then kNext bits at a time over the entries of the chosen
-// bucket; returns the total too.
-template <typename Digit, typename DigitAt, typename Measure, typename Need>
-Cut<Digit> Select(const Parts& parts, int64_t n, DigitAt digit, Measure measure, Need need_of, U128* total,
-                  std::vector<int32_t>& members) {
+// being the measure of them all (need(total) <= total): digit(i) is entry i's digit, measure(i, digit) its count or
+// units, 0 for an entry outside the set measured. Counts by the top kFirst bits of the digits over the whole row
+// (its parts summed apart, then together: the sums are exact), then kNext bits at a time over the entries of the
+// chosen bucket (members: room for n); returns the total too.
+template <typename Digit, typename Digits, typename Measure, typename Need>
+Cut<Digit> Select(const Parts& parts, int64_t n, const Digits& digit, const Measure& measure, Need need_of,
+                  U128* total, int32_t* members) {
+  int n_bits = 0;
+  while (n_bits < 63 && (int64_t{1} << n_bits) <= n) ++n_bits;
+  const bool narrow = Measure::kBlocks && measure.bits + n_bits <= 64;  // a part's sums fit 64 bits
   constexpr int kWidth = sizeof(Digit) * 8;
   constexpr int kFirst = kWidth >= 32 ? 11 : 8;
   constexpr int kNext = 8;
@@ -193,8 +317,8 @@ Cut<Digit> Select(const Parts& parts, int64_t n, DigitAt digit, Measure measure,
   int decided = 0;
   std::vector<U128> sums;
   std::vector<std::vector<U128>> part_sums(static_cast<size_t>(parts.count));
-  std::vector<std::vector<int32_t>> part_members(static_cast<size_t>(parts.count));
-  members.clear();
+  std::vector<int64_t> part_members(static_cast<size_t>(parts.count));
+  int64_t count = 0;  // members[0, count): the entries of the bucket searched
   while (decided < kWidth) {
     const int width = std::min(decided == 0 ? kFirst : kNext, kWidth - decided);
     const int shift = kWidth - decided - width;
@@ -206,8 +330,35 @@ Cut<Digit> Select(const Parts& parts, int64_t n, DigitAt digit, Measure measure,
         std::vector<U128>& local = part_sums[static_cast<size_t>(part)];
         local.assign(buckets, 0);
         U128* const counts = local.data();  // (not read through the vector: its stores would reload it)
-        for (int64_t i = parts.Begin(part, n), end = parts.Begin(part + 1, n); i < end; ++i) {
-          counts[static_cast<size_t>((digit(i) >> shift) & mask)] += measure(i);
+        const int64_t begin = parts.Begin(part, n), end = parts.Begin(part + 1, n);
+        if constexpr (Measure::kBlocks) {
+          if (narrow) {
+            // Blocks of digits and measures (vectorized loops), counted in kLanes histograms, entry i in lane
+            // i % kLanes: consecutive entries often share a bucket (a row's keys crowd a few exponents), and each
+            // add would wait for the last one's store.
+            constexpr int64_t kBlock = 256, kLanes = 4;
+            Digit block_digits[kBlock];
+            uint64_t block_measures[kBlock];
+            std::vector<uint64_t> lanes(static_cast<size_t>(kLanes) * buckets, 0);
+            uint64_t* const lane = lanes.data();
+            for (int64_t start = begin; start < end; start += kBlock) {
+              const int64_t stop = std::min(end, start + kBlock), size = stop - start;
+              digit.Block(start, stop, block_digits);
+              measure.Block(start, stop, block_digits, block_measures);
+              for (int64_t i = 0; i < size; ++i) {
+                lane[static_cast<size_t>(i % kLanes) * buckets + ((block_digits[i] >> shift) & mask)] +=
+                    block_measures[i];
+              }
+            }
+            for (size_t b = 0; b < buckets; ++b) {
+              for (int64_t l = 0; l < kLanes; ++l) counts[b] += lane[static_cast<size_t>(l) * buckets + b];
+            }
+            return;
+          }
+        }
+        for (int64_t i = begin; i < end; ++i) {
+          const Digit d = digit(i);
+          counts[static_cast<size_t>((d >> shift) & mask)] += measure(i, d);
         }
       });
       for (const std::vector<U128>& local : part_sums) {
@@ -218,37 +369,46 @@ Cut<Digit> Select(const Parts& parts, int64_t n, DigitAt digit, Measure measure,
       *total = all;
       need = need_of(all);
     } else {
-      for (const int32_t i : members) sums[static_cast<size_t>((digit(i) >> shift) & mask)] += measure(i);
+      for (int64_t m = 0; m < count; ++m) {
+        const int32_t i = members[m];
+        const Digit d = digit(i);
+        sums[static_cast<size_t>((d >> shift) & mask)] += measure(i, d);
+      }
     }
     size_t chosen = buckets - 1;
     while (chosen > 0 && above + sums[chosen] < need) above += sums[chosen--];
     prefix = static_cast<Digit>(prefix | (static_cast<Digit>(chosen) << shift));
     const Digit high = static_cast<Digit>(prefix >> shift);
     if (decided == 0) {
+      // Each part compacts its members into its own span of members, then the spans are moved together in order.
       parts.Run([&, shift, high](int64_t part) {
-        std::vector<int32_t>& local = part_members[static_cast<size_t>(part)];
-        local.clear();
-        Compact(
-            parts.Begin(part, n), parts.Begin(part + 1, n),
-            [&](int64_t i) { return static_cast<uint32_t>(static_cast<Digit>(digit(i) >> shift) == high); },
-            [&](int64_t i) { local.push_back(static_cast<int32_t>(i)); });
+        const int64_t begin = parts.Begin(part, n), end = parts.Begin(part + 1, n);
+        const auto member = [&](int64_t i) {
+          return static_cast<uint32_t>(static_cast<Digit>(digit(i) >> shift) == high);
+        };
+        part_members[static_cast<size_t>(part)] = Compact(begin, end, member, members + begin);
       });
-      for (const std::vector<int32_t>& local : part_members) members.insert(members.end(), local.begin(), local.end());
+      for (int64_t part = 0; part < parts.count; ++part) {
+        const int64_t begin = parts.Begin(part, n), here = part_members[static_cast<size_t>(part)];
+        if (begin != count) std::memmove(members + count, members + begin, static_cast<size_t>(here) * sizeof(int32_t));
+        count += here;
+      }
     } else {
-      size_t out = 0;
-      for (const int32_t i : members) {
+      int64_t out = 0;
+      for (int64_t m = 0; m < count; ++m) {
+        const int32_t i = members[m];
         if (static_cast<Digit>(digit(i) >> shift) == high) members[out++] = i;
       }
-      members.resize(out);
+      count = out;
     }
     decided += width;
   }
   // Every member now equals the threshold: the prefix takes them in ascending index order until it reaches.
-  for (const int32_t i : members) {
-    above += measure(i);
-    if (above >= need) return {prefix, i};
+  for (int64_t m = 0; m < count; ++m) {
+    above += measure(members[m], prefix);
+    if (above >= need) return {prefix, members[m]};
   }
-  return {prefix, members.empty() ? n - 1 : members.back()};
+  return {prefix, count == 0 ? n - 1 : members[count - 1]};
 }
 
 struct Row {
@@ -261,42 +421,24 @@ struct Row {
 constexpr int32_t kCount = 1, kMass = 2;
 
 // One row's cut and the mass top-p measured (its top-k prefix's, or the row's; 0 where top-p is not searched).
-// The digits are computed once, in a pass of their own (which vectorizes; computed where the counting reads them,
-// they made it 2-3x slower).
 template <typename Type, typename Weight>
 void CutRow(const Parts& parts, const typename Type::Bits* x, const Weight* w, const Row& row, int fraction_bits,
             typename Type::Key* t_out, int32_t* j_out, U128* total) {
   using Digit = typename Type::Digit;
-  std::vector<Digit> digits(static_cast<size_t>(row.n));
-  Digit* const stored = digits.data();
-  parts.Run([&](int64_t part) {
-    for (int64_t i = parts.Begin(part, row.n), end = parts.Begin(part + 1, row.n); i < end; ++i) {
-      stored[i] = Type::DigitOf(x[i]);
-    }
-  });
-  const auto digit = [stored](int64_t i) { return stored[i]; };
-  std::vector<int32_t> members;
+  thread_local std::vector<int32_t> kept_members;
+  const RowScratch<int32_t> members(kept_members, static_cast<size_t>(row.n));
+  const RowDigits<Type> digit{x};
   Cut<Digit> cut{0, row.n - 1};  // every entry: every digit is at least 0
   *total = 0;
   if (row.what & kCount) {
     U128 count = 0;
-    const auto one = [](int64_t) { return U128{1}; };
-    cut = Select<Digit>(parts, row.n, digit, one, [&](U128) { return static_cast<U128>(row.k); }, &count, members);
+    const auto need = [&](U128) { return static_cast<U128>(row.k); };
+    cut = Select<Digit>(parts, row.n, digit, CountOne<Digit>{}, need, &count, members.data());
   }
   if ((row.what & kMass) && w != nullptr) {
-    const Cut<Digit> prior = cut;
-    const float scale = std::ldexp(1.0f, fraction_bits);
-    const auto units = [&](int64_t i) -> U128 {
-      const Digit d = digit(i);
-      const bool in = (d > prior.t) | ((d == prior.t) & (i <= prior.j));
-      if constexpr (std::is_same_v<Weight, float>) {
-        return UnitsOf(w[i], scale) & (uint64_t{0} - static_cast<uint64_t>(in));
-      } else {
-        return in ? UnitsOf(w[i], fraction_bits) : U128{0};
-      }
-    };
+    const CutUnits<Digit, Weight> units{w, fraction_bits, cut};
     const auto need = [&](U128 all) { return MassNeed(all, row.pi); };
-    cut = Select<Digit>(parts, row.n, digit, units, need, total, members);
+    cut = Select<Digit>(parts, row.n, digit, units, need, total, members.data());
   }
   *t_out = Type::KeyOf(cut.t);
   *j_out = static_cast<int32_t>(cut.j);
@@ -319,9 +461,10 @@ void KeptRow(const Parts& parts, const typename Type::Bits* x, int64_t n, typena
   parts.Run([&](int64_t part) {
     const int64_t begin = parts.Begin(part, n), end = parts.Begin(part + 1, n);
     int64_t& here = found[static_cast<size_t>(part)];
-    const auto emit = [&](int64_t i) { indices[begin + here++] = static_cast<int32_t>(i); };
-    Compact(begin, std::clamp(split, begin, end), [&](int64_t i) { return in(i, true); }, emit);
-    Compact(std::clamp(split, begin, end), end, [&](int64_t i) { return in(i, false); }, emit);
+    // Each store lies within the part's own span of indices (Compact stores entry i at most at its place).
+    const int64_t middle = std::clamp(split, begin, end);
+    here = Compact(begin, middle, [&](int64_t i) { return in(i, true); }, indices + begin);
+    here += Compact(middle, end, [&](int64_t i) { return in(i, false); }, indices + begin + here);
   });
   int64_t total = 0;
   for (int64_t part = 0; part < parts.count; ++part) {

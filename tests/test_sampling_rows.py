@@ -261,17 +261,22 @@ def test_a_row_drawn_from_few_kept_entries_gives_the_composition_s_tokens(dtype:
 
 
 LONG = 1 << 17  # long enough that the kernels cut a row's passes into parts (one per thread, up to four)
+# Longer than the rows whose units' sums the search keeps in 64 bits (float32 weights: 2**18 entries), and than the
+# rows whose buffers a thread keeps from call to call: 128-bit sums, a buffer of the call's own.
+LONGER = (1 << 18) + 1
 
 
-def test_long_rows_searched_in_parts_give_the_composition_s_bits() -> None:
-  """A batch of one row of 2**17 entries, fewer rows than the kernels' threads, so that each pass over the row is
-  cut into parts: its threshold's ties (a few logit values only) lie in every part, and its NaN entries too. The top-k
-  count and the top-p mass searched (one after the other, and each alone), the masks and the draws equal the
-  composition's by bits and the NumPy reference's; the kept entries the kernel lists are every kept entry, ascending.
+@pytest.mark.parametrize("length", [LONG, LONGER])
+def test_long_rows_searched_in_parts_give_the_composition_s_bits(length: int) -> None:
+  """A batch of one row of 2**17 entries (and of 2**18 + 1), fewer rows than the kernels' threads, so that each pass
+  over the row is cut into parts: its threshold's ties (a few logit values only) lie in every part, and its NaN
+  entries too. The top-k count and the top-p mass searched (one after the other, and each alone), the masks and the
+  draws equal the composition's by bits and the NumPy reference's; the kept entries the kernel lists are every kept
+  entry, ascending.
   """
   rng = np.random.default_rng(2718)
-  x = rng.integers(-40, 4, (1, LONG)).astype(np.float32) / np.float32(4)  # 44 values: ties everywhere
-  x[0, rng.permutation(LONG)[:500]] = np.nan
+  x = rng.integers(-40, 4, (1, length)).astype(np.float32) / np.float32(4)  # 44 values: ties everywhere
+  x[0, rng.permutation(length)[:500]] = np.nan
   key = jax.random.key(31)
 
   def outputs(route: bool) -> list[np.ndarray]:
