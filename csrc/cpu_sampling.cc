@@ -10,13 +10,13 @@
 // reaches p of the mass of the entries of the row or of its top-k prefix (top-p), or both in that order, and the
 // mass it was measured against. The mass is exact (dmljax/_src/sampling/mass.py): the weights w = exp(z) come in
 // as XLA computed them (float32, float64 for float64 logits), each counts floor(w * 2**F) units, summed here as
-// exact integers (64 bits where a row's sums fit them, else 128), and a prefix of K units reaches p of T when K >= 1 and K * 2**24 >= pi * T, pi = ceil(p *
-// 2**24). So the cut is the one XLA's bisection finds (the same entries, compared in the same integers), found
-// here by a radix selection over the keys: the entries are counted (or their units summed) by the top bits of
-// their key, the bucket where the running sum from the top first reaches the target is kept, and the entries in
-// it are counted again by the next bits, until the key t is known; then the entries equal to t, in ascending
-// index order, until the target is reached at index j. One pass over the row, then passes over ever fewer
-// entries.
+// exact integers (64 bits where a row's sums fit them, else 128), and a prefix of K units reaches p of T when K >= 1
+// and K * 2**24 >= pi * T, pi = ceil(p * 2**24). So the cut is the one XLA's bisection finds (the same entries,
+// compared in the same integers), found here by a radix selection over the keys: the entries are counted (or their
+// units summed) by the top bits of their key, the bucket where the running sum from the top first reaches the
+// target is kept, and the entries in it are counted again by the next bits, until the key t is known; then the
+// entries equal to t, in ascending index order, until the target is reached at index j. One pass over the row, then
+// passes over ever fewer entries.
 //
 // DmljaxCpuSamplingKept: per row, the indices of the entries through a cut that are not NaN, in ascending order,
 // and how many there are (the rest of the row of indices is 0): what sample's draw over a whole row races over.
@@ -25,7 +25,6 @@
 // row, from the per-row loops) spreads each row's passes over it in parts instead.
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -193,6 +192,18 @@ struct Parts {
   void Run(Body body) const {
     if (count == 1) return body(0);
     ParallelFor(*pool, count, count, body);
+  }
+
+  // The lists the parts compacted, part p's found[p] indices at out + Begin(p, n), moved together in part order to
+  // the front of out; returns how many.
+  int64_t Join(const std::vector<int64_t>& found, int64_t n, int32_t* out) const {
+    int64_t total = 0;
+    for (int64_t part = 0; part < count; ++part) {
+      const int64_t begin = Begin(part, n), here = found[static_cast<size_t>(part)];
+      if (begin != total) std::memmove(out + total, out + begin, static_cast<size_t>(here) * sizeof(int32_t));
+      total += here;
+    }
+    return total;
   }
 
   // row(r) for each of a call's rows: one after another where each row's passes run in parts, else spread over the
@@ -388,11 +399,7 @@ Cut<Digit> Select(const Parts& parts, int64_t n, const Digits& digit, const Meas
         };
         part_members[static_cast<size_t>(part)] = Compact(begin, end, member, members + begin);
       });
-      for (int64_t part = 0; part < parts.count; ++part) {
-        const int64_t begin = parts.Begin(part, n), here = part_members[static_cast<size_t>(part)];
-        if (begin != count) std::memmove(members + count, members + begin, static_cast<size_t>(here) * sizeof(int32_t));
-        count += here;
-      }
+      count = parts.Join(part_members, n, members);
     } else {
       int64_t out = 0;
       for (int64_t m = 0; m < count; ++m) {
@@ -466,12 +473,7 @@ void KeptRow(const Parts& parts, const typename Type::Bits* x, int64_t n, typena
     here = Compact(begin, middle, [&](int64_t i) { return in(i, true); }, indices + begin);
     here += Compact(middle, end, [&](int64_t i) { return in(i, false); }, indices + begin + here);
   });
-  int64_t total = 0;
-  for (int64_t part = 0; part < parts.count; ++part) {
-    const int64_t begin = parts.Begin(part, n), here = found[static_cast<size_t>(part)];
-    if (begin != total) std::memmove(indices + total, indices + begin, static_cast<size_t>(here) * sizeof(int32_t));
-    total += here;
-  }
+  const int64_t total = parts.Join(found, n, indices);
   std::fill(indices + total, indices + n, 0);
   *count = static_cast<int32_t>(total);
 }
